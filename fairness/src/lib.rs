@@ -1,0 +1,15 @@
+//! Ankusa's fair scheduler and the deterministic simulator that proves it.
+//!
+//! * [`scheduler`]: the pure scheduler the dispatcher calls every tick.
+//! * [`sim`]: a step-driven simulator, the baseline schedulers it compares against,
+//!   the metrics, and the built-in scenarios.
+//! * [`run_bench`]: the entry point behind `ankusa bench fairness`.
+//!
+//! `docs/fairness.md` holds the scenario schema and the measured table.
+
+pub mod scheduler;
+pub mod sim;
+
+pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+pub use sim::bench::{run_bench, BenchOptions, BenchReport};
+pub use sim::Error;
