@@ -47,8 +47,8 @@
 //! * **State is bounded.** Entries live in a hash map with an LRU sweep queue holding
 //!   exactly one slot per entry. Each tick sweeps a budget proportional to its input;
 //!   an entry unseen for `forget_after` whose tag is at or below its floor (so
-//!   forgetting it gives nothing away) is removed, and past `max_tenants` the least
-//!   recently queued entry is evicted.
+//!   forgetting it gives nothing away) is removed, one still in debt only after four
+//!   horizons, and past `max_tenants` the least recently queued entry is evicted.
 //! * **A tick costs O(h log h)** for h input tenants plus the sweep budget: it never
 //!   walks remembered state, the backlog, or tenants that have nothing due.
 
@@ -160,6 +160,9 @@ impl Default for Config {
         }
     }
 }
+
+/// Unseen for this many `forget_after` horizons, a tenant's remaining debt is dropped.
+const DEBT_FORGIVEN_AFTER: u64 = 4;
 
 /// Tags are bytes scaled by this, so integer division by a weight keeps precision.
 const TAG_SCALE: u64 = 1024;
@@ -608,12 +611,16 @@ impl Scheduler {
                 .map
                 .get(&e.group)
                 .map_or(u64::MAX, |g| g.fl.floor);
-            if e.fresh || e.tag <= floor {
+            // The guard for rule 2: a tag above the floor is debt, and forgetting it
+            // would hand that credit back, so it is kept until it has been unseen for
+            // DEBT_FORGIVEN_AFTER horizons (then at most one tag's worth is forgiven,
+            // once per that long) or until the ceiling takes it.
+            let forgiven =
+                now.saturating_sub(e.seen) >= forget_after.saturating_mul(DEBT_FORGIVEN_AFTER);
+            if e.fresh || e.tag <= floor || forgiven {
                 self.tenants.map.remove(&key);
                 self.unlink_tenant(&e);
             } else {
-                // Still in debt: forgetting would hand credit back. Re-age it; only the
-                // ceiling may take it.
                 self.tenants.queue.push_back((now, key));
             }
         }
