@@ -419,9 +419,8 @@ impl Scheduler {
     }
 
     fn select(&mut self, now: u64, heads: &[TenantHead<'_>], limits: Limits) -> Vec<Claim> {
-        type Key = Reverse<(u64, u64, usize)>;
         // Slot per group present, holding its tenants' heap.
-        let mut slots: Vec<(u32, BinaryHeap<Key>)> = Vec::new();
+        let mut slots: Vec<Slot> = Vec::new();
         let mut slot_of: HashMap<u32, usize> = HashMap::new();
         let mut claimed: Vec<u32> = vec![0; heads.len()];
         let mut taken: Vec<bool> = vec![false; heads.len()];
@@ -453,7 +452,7 @@ impl Scheduler {
             self.work.heap_ops += 1;
         }
 
-        let mut groups: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
+        let mut groups: BinaryHeap<Key> = BinaryHeap::new();
         for (slot, (gid, _)) in slots.iter().enumerate() {
             if let Some(g) = self.groups.map.get(gid) {
                 groups.push(Reverse((g.tag.max(self.root.floor), g.stamp, slot)));
@@ -529,8 +528,8 @@ impl Scheduler {
 
     fn requeue_group(
         &mut self,
-        groups: &mut BinaryHeap<Reverse<(u64, u64, usize)>>,
-        slots: &[(u32, BinaryHeap<Reverse<(u64, u64, usize)>>)],
+        groups: &mut BinaryHeap<Key>,
+        slots: &[Slot],
         slot: usize,
         gid: u32,
     ) {
@@ -684,6 +683,12 @@ impl Scheduler {
         self.work.swept = steps + gsteps;
     }
 }
+
+/// Selection order: (start tag, stamp, index). The stamp makes every key unique, so
+/// the order is total and never falls to the index (input order) or to a tenant id.
+type Key = Reverse<(u64, u64, usize)>;
+/// A group present this tick, with the heap of its servable tenants.
+type Slot = (u32, BinaryHeap<Key>);
 
 /// Whether the tenant can take its `k`-th head row now: the row exists, is due, and
 /// the tenant has room under its cap for one more.

@@ -1,1 +1,268 @@
+//! The simulator on cases small enough to compute by hand.
 
+use super::*;
+use crate::sim::metrics::{self, Metric};
+use crate::sim::policies::{self, OldestFirst, Ours};
+use crate::sim::scenario::{Scenario, BUILT_IN};
+use crate::sim::Error;
+
+fn scenario(text: &str) -> Scenario {
+    match Scenario::parse("test.toml", text) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+const PRIMARY: &str = "\n[primary]\nmetric = \"wait_max\"\n";
+
+#[test]
+fn one_tenant_three_rows_one_per_step() {
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 50\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"a\"\narrivals = [{{ at = 0, rows = 3 }}]\n{PRIMARY}"
+    ));
+    for mut p in [
+        Box::new(OldestFirst) as Box<dyn Policy>,
+        Box::new(Ours::new(policies::sim_config())),
+    ] {
+        let r = run(&sc, p.as_mut());
+        // Claimed at 0, 1, 2 (waits 0, 1, 2); the last ack lands at the start of 3.
+        let got: Vec<(u64, u32, u64)> = r.claims.clone();
+        assert_eq!(got, vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)], "{}", r.policy);
+        assert_eq!(r.drain_step, Some(3));
+        assert!(r.exactly_once);
+        assert_eq!(r.wc_violations, 0);
+        assert_eq!(r.tenants[0].episodes, vec![(false, Some(0))]);
+    }
+}
+
+#[test]
+fn failures_retry_with_doubling_backoff_then_die() {
+    // Every attempt fails; 3 attempts; backoff 2 then 4; hold 1.
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 50\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"a\"\narrivals = [{{ at = 0, rows = 1 }}]\n\
+         retry = {{ fail_rate = 1.0, max_attempts = 3, backoff = 2 }}\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut OldestFirst);
+    // Claim 0, fail at 1 -> due 3; claim 3, fail at 4 -> due 8; claim 8, dead at 9.
+    let steps: Vec<u64> = r.claims.iter().map(|c| c.0).collect();
+    assert_eq!(steps, vec![0, 3, 8]);
+    assert_eq!(r.drain_step, Some(9));
+    assert!(r.exactly_once);
+}
+
+#[test]
+fn rows_due_in_the_future_wait_for_their_time_and_hold_delays_acks() {
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 50\n[capacity]\nrows = 5\nconcurrency = 1\n\
+         [[tenants]]\nname = \"a\"\nhold = 4\narrivals = [{{ at = 0, rows = 2, delay = 3 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut Ours::new(policies::sim_config()));
+    // Due at 3; one in flight for 4 steps: claims at 3 and 7, done at 11.
+    let steps: Vec<u64> = r.claims.iter().map(|c| c.0).collect();
+    assert_eq!(steps, vec![3, 7]);
+    assert_eq!(
+        r.claims[1].2, 4,
+        "second row waited 4 steps past its due time"
+    );
+    assert_eq!(r.drain_step, Some(11));
+}
+
+#[test]
+fn refeed_and_fresh_tenants_arrive_as_declared() {
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 6\n[capacity]\nrows = 10\n\
+         [[tenants]]\nname = \"r\"\nrefeed = {{ rows = 2 }}\n\
+         [[fresh]]\nname = \"f\"\nper_step = 3\nuntil = 2\nrows = 1\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut OldestFirst);
+    // The re-fed tenant drains each step (hold 1) and gets 2 rows on steps 0, 1, ... 5.
+    assert_eq!(r.tenants[0].served, 12);
+    // Six fresh tenants, each served its one row.
+    assert_eq!(r.tenants.len(), 7);
+    assert!(r.tenants[1..].iter().all(|t| t.served == 1));
+    assert_eq!(r.tenants[0].episodes.len(), 6);
+    assert!(r.tenants[0].episodes[1].0, "later episodes are returns");
+}
+
+struct Lazy;
+impl Policy for Lazy {
+    fn name(&self) -> &'static str {
+        "lazy"
+    }
+    fn plan(&mut self, _: u64, _: &[TenantHead<'_>], _: Limits) -> Vec<Claim> {
+        Vec::new()
+    }
+    fn state_size(&self) -> usize {
+        0
+    }
+}
+
+struct Cheater;
+impl Policy for Cheater {
+    fn name(&self) -> &'static str {
+        "cheater"
+    }
+    fn plan(&mut self, _: u64, heads: &[TenantHead<'_>], _: Limits) -> Vec<Claim> {
+        // Claims everything it sees, ready or not, past every limit.
+        heads
+            .iter()
+            .map(|h| Claim {
+                tenant: h.tenant,
+                rows: h.rows.len() as u32,
+                bytes: h.rows.iter().map(|r| u64::from(r.size)).sum(),
+            })
+            .collect()
+    }
+    fn state_size(&self) -> usize {
+        0
+    }
+}
+
+#[test]
+fn idle_capacity_with_work_waiting_is_a_violation() {
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 10\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"a\"\narrivals = [{{ at = 0, rows = 1 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut Lazy);
+    assert_eq!(r.wc_violations, 10);
+    assert_eq!(r.drain_step, None);
+    // Not drained, so unacked rows are not an exactly-once failure.
+    assert!(r.exactly_once);
+}
+
+#[test]
+fn illegal_claims_are_refused_and_counted() {
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 5\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"a\"\narrivals = [{{ at = 0, rows = 3, delay = 2 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut Cheater);
+    assert!(r.invalid_count > 0);
+    assert!(r.invalid[0].contains("not ready"), "{:?}", r.invalid);
+}
+
+#[test]
+fn water_fill_is_max_min() {
+    let got = water_fill(&[(1, 1.0, 1.0), (2, 10.0, 1.0), (3, 10.0, 2.0)], 7.0);
+    let share = |t| got.iter().find(|g| g.0 == t).map_or(0.0, |g| g.1);
+    assert!((share(1) - 1.0).abs() < 1e-9);
+    assert!((share(2) - 2.0).abs() < 1e-9);
+    assert!((share(3) - 4.0).abs() < 1e-9);
+}
+
+#[test]
+fn metrics_on_a_hand_computed_run() {
+    // Two tenants, 2 rows each, one row a step, oldest-first: a a b b.
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 50\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"a\"\narrivals = [{{ at = 0, rows = 2 }}]\n\
+         [[tenants]]\nname = \"b\"\narrivals = [{{ at = 0, rows = 2 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut OldestFirst);
+    let m = |name: &str, role: Option<&str>| {
+        metrics::compute(
+            &r,
+            &crate::sim::scenario::MetricSpec {
+                metric: name.into(),
+                role: role.map(String::from),
+                window: Some(2),
+                expect: Some(1.0),
+                from: None,
+                until: None,
+                tolerance: 0.0,
+                slack: 0.0,
+            },
+        )
+    };
+    assert_eq!(m("wait_max", None), 3.0);
+    assert_eq!(m("wait_p50", None), 1.0);
+    assert_eq!(m("first_serve_max", Some("b")), 2.0);
+    assert_eq!(m("drain_step", None), 4.0);
+    assert_eq!(m("window_serves", Some("b")), 0.0);
+    assert_eq!(m("window_error", Some("b")), 1.0);
+    // Fair shares: 0.5 each on steps 0-1 while both have a ready row, then b alone.
+    assert!(
+        (r.tenants[0].fair - 1.0).abs() < 1e-9,
+        "{}",
+        r.tenants[0].fair
+    );
+    assert!(
+        (r.tenants[1].fair - 3.0).abs() < 1e-9,
+        "{}",
+        r.tenants[1].fair
+    );
+    assert!(Metric::parse("nope").is_none());
+    assert!((metrics::jain(&[1.0, 1.0]) - 1.0).abs() < 1e-12);
+    assert!((metrics::jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn every_built_in_scenario_parses() {
+    for (file, text) in BUILT_IN {
+        if let Err(e) = Scenario::parse(file, text) {
+            panic!("{e}");
+        }
+    }
+}
+
+#[test]
+fn a_misspelt_key_is_an_error_naming_the_file_and_key() {
+    let err = Scenario::parse(
+        "bad.toml",
+        "name = \"x\"\nmax_steps = 5\n[capacity]\nrowz = 1\n[primary]\nmetric = \"jain\"\n",
+    );
+    match err {
+        Err(Error::Parse { file, message }) => {
+            assert_eq!(file, "bad.toml");
+            assert!(message.contains("rowz"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_bad_value_is_an_error_naming_the_field() {
+    let text = "name = \"x\"\nmax_steps = 5\n[capacity]\nrows = 1\n\
+                [[tenants]]\nname = \"a\"\nhold = 0\narrivals = [{ at = 0, rows = 1 }]\n\
+                [primary]\nmetric = \"jain\"\n";
+    match Scenario::parse("bad.toml", text) {
+        Err(Error::Invalid { file, field, .. }) => {
+            assert_eq!(file, "bad.toml");
+            assert_eq!(field, "tenants[0].hold");
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = text
+        .replace("hold = 0\n", "")
+        .replace("\"jain\"", "\"speed\"");
+    match Scenario::parse("bad.toml", &text) {
+        Err(Error::Invalid { field, message, .. }) => {
+            assert_eq!(field, "primary.metric");
+            assert!(message.contains("speed"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_directory_is_an_io_error() {
+    let err =
+        crate::sim::scenario::load_all(Some(std::path::Path::new("/nonexistent/ankusa/scenarios")));
+    assert!(matches!(err, Err(Error::Io { .. })));
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let (_, text) = BUILT_IN
+        .iter()
+        .find(|(f, _)| *f == "retry_storm.toml")
+        .copied()
+        .unwrap_or(("", ""));
+    let sc = scenario(text);
+    let a = run(&sc, &mut Ours::new(policies::sim_config()));
+    let b = run(&sc, &mut Ours::new(policies::sim_config()));
+    assert_eq!(a.claims, b.claims);
+}
