@@ -195,7 +195,16 @@ pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
                 .map(|(_, d)| d.map_or(never, |d| d as f64))
                 .fold(0.0, f64::max)
         }
-        Metric::ShareRatio => ratios(r, role).into_iter().fold(f64::INFINITY, f64::min),
+        // No tenant with a row's worth of fair share: the metric says nothing (NaN fails
+        // every comparison, so a vacuous target cannot pass).
+        Metric::ShareRatio => {
+            let v = ratios(r, role).into_iter().fold(f64::INFINITY, f64::min);
+            if v.is_finite() {
+                v
+            } else {
+                f64::NAN
+            }
+        }
         Metric::Served => r
             .claims
             .iter()
@@ -252,7 +261,7 @@ pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
                     .count() as f64;
                 served / fair
             })
-            .fold(f64::INFINITY, f64::min),
+            .fold(f64::NAN, f64::min),
     }
 }
 

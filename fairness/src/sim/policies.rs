@@ -249,7 +249,9 @@ impl Policy for RoundRobin {
     }
 }
 
-/// Deficit round robin with byte deficits (quantum of 16 KiB of cost per round).
+/// Deficit round robin with byte deficits. The quantum is one nominal row (1 KiB plus
+/// the 1 KiB overhead), so small rows go one per visit, as round robin would, and big
+/// rows wait for the deficit they need.
 #[derive(Default)]
 pub struct Drr {
     list: VecDeque<u32>,
@@ -258,7 +260,7 @@ pub struct Drr {
     mid_visit: Option<u32>,
 }
 
-const DRR_QUANTUM: u64 = 16 * 1024 * 1024;
+const DRR_QUANTUM: u64 = 2 * 1024 * 1024;
 
 impl Policy for Drr {
     fn name(&self) -> &'static str {
@@ -308,7 +310,9 @@ impl Policy for Drr {
                 *d -= c;
                 took = true;
             }
-            if p.done() && p.servable(i) {
+            // Out of rows mid-visit: the visit resumes next step with what is left of
+            // the deficit (the head slice may hide more rows, so it is not a drain).
+            if p.done() {
                 self.list.push_front(t);
                 self.mid_visit = Some(t);
                 break;
