@@ -20,6 +20,7 @@ muts = [
 ]
 only = sys.argv[1:] 
 orig = open(path).read()
+missed = 0
 try:
     for name, a, b, test in muts:
         if only and not any(o in name for o in only): continue
@@ -30,7 +31,9 @@ try:
         out = r.stdout + r.stderr
         status = "FAILS (guard detected)" if r.returncode != 0 else "PASSES (guard NOT detected)"
         if "error[" in out: status = "COMPILE ERROR"
+        if r.returncode == 0 or "error[" in out: missed += 1
         msg = [l for l in out.splitlines() if "panicked" in l or "assert" in l.lower()][:2]
         print(f"{name:28} -> {test}: {status} {msg}", flush=True)
 finally:
     open(path,'w').write(orig)
+sys.exit(1 if missed else 0)
