@@ -53,7 +53,7 @@
 //!   walks remembered state, the backlog, or tenants that have nothing due.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 
 /// Kind of a delivery row, as stored in the active index (`D` key's `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -425,10 +425,10 @@ impl Scheduler {
         let mut claimed: Vec<u32> = vec![0; heads.len()];
         let mut taken: Vec<bool> = vec![false; heads.len()];
         let mut order: Vec<usize> = Vec::new();
-        let mut seen_tenant: HashMap<u32, ()> = HashMap::with_capacity(heads.len());
+        let mut seen_tenant: HashSet<u32> = HashSet::with_capacity(heads.len());
 
         for (i, h) in heads.iter().enumerate() {
-            if seen_tenant.insert(h.tenant, ()).is_some() {
+            if !seen_tenant.insert(h.tenant) {
                 continue;
             }
             // The guard for rule 1: an unservable tenant is left out of selection here,
