@@ -1,0 +1,358 @@
+//! Drives the real `ankusa console` binary in a pseudo-terminal and reads
+//! its screen with a terminal emulator (vt100): it opens a fixture store,
+//! navigates to a tenant and its DLQ, shows the right numbers, quits, and
+//! leaves the terminal restored; and in FOLLOW mode it sees rows that a
+//! concurrently running writer (this test process, holding the primary)
+//! adds.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ankusa_store::tenants::TenantAllocator;
+use ankusa_store::transitions::{self, IngestHook};
+use ankusa_store::values::Envelope;
+use ankusa_store::{queries, tenants, Batch, Store};
+use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ankusa");
+
+struct Console {
+    parser: Arc<Mutex<vt100::Parser>>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn Child + Send + Sync>,
+    _master: Box<dyn MasterPty + Send>,
+}
+
+impl Console {
+    fn spawn(args: &[&str], env: &[(&str, &str)], cols: u16, rows: u16) -> Console {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(BIN);
+        cmd.args(args);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("NO_COLOR", "1");
+        cmd.env("RUST_BACKTRACE", "0");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = pair.slave.spawn_command(cmd).expect("spawn console");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("reader");
+        let writer = pair.master.take_writer().expect("writer");
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
+        let p = parser.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                p.lock().expect("parser").process(&buf[..n]);
+            }
+        });
+        Console {
+            parser,
+            writer,
+            child,
+            _master: pair.master,
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.parser.lock().expect("parser").screen().contents()
+    }
+
+    /// Waits until every needle is on screen; panics with the screen if not.
+    fn wait_for(&self, needles: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.screen();
+            if needles.iter().all(|n| s.contains(n)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {needles:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn send(&mut self, keys: &str) {
+        self.writer.write_all(keys.as_bytes()).expect("write keys");
+        self.writer.flush().expect("flush");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+
+    fn wait_exit(&mut self) -> portable_pty::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                // Let the reader thread drain the last bytes.
+                std::thread::sleep(Duration::from_millis(300));
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "console did not exit; screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn assert_restored(&self) {
+        let p = self.parser.lock().expect("parser");
+        let s = p.screen();
+        assert!(
+            !s.alternate_screen(),
+            "the alternate screen was not left:\n{}",
+            s.contents()
+        );
+        assert!(!s.hide_cursor(), "the cursor was left hidden");
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+    }
+}
+
+/// `1234567` → `1,234,567`, as the console prints counters.
+fn num(n: i64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn fixture(dir: &Path) {
+    let st = Command::new(BIN)
+        .args([
+            "store",
+            "fixture",
+            "--format",
+            "3",
+            "--tenants",
+            "20",
+            "--rows",
+            "600",
+            "--seed",
+            "3",
+            "--out",
+        ])
+        .arg(dir)
+        .output()
+        .expect("run fixture");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+#[test]
+fn opens_navigates_to_a_tenant_and_its_dlq_shows_the_right_numbers_and_restores_the_terminal() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    let (node, dead, newest) = {
+        let s = Store::open_read_only(&dir).expect("open");
+        let ord = tenants::ord_of(&s, "dead-only")
+            .expect("read")
+            .expect("dead-only");
+        let c = queries::counters(&s, ord).expect("counters");
+        let page = queries::dlq_page_for_tenant(&s, ord, None, 1).expect("dlq");
+        (
+            queries::node_counters(&s).expect("node"),
+            c.dead,
+            page.entries[0].hook_id.clone(),
+        )
+    };
+    assert!(dead > 0);
+    let path = dir.to_str().expect("utf-8 path");
+    let mut c = Console::spawn(&["console", "--store", path], &[], 80, 24);
+    c.wait_for(&["READ-ONLY", "format 3", "Overview (node counters)"]);
+    let s = c.screen();
+    let pending_line = s
+        .lines()
+        .find(|l| l.contains("pending"))
+        .expect("pending line");
+    assert!(
+        pending_line.contains(&num(node.pending)),
+        "node pending {}: {pending_line}",
+        node.pending
+    );
+    let dead_line = s
+        .lines()
+        .find(|l| l.contains("dead (DLQ)"))
+        .expect("dead line");
+    assert!(dead_line.contains(&num(node.dead)), "{dead_line}");
+
+    c.send(":tenant dead-only\r");
+    c.wait_for(&["Tenant dead-only", &format!("dead {}", num(dead))]);
+    c.send("d");
+    c.wait_for(&[
+        "DLQ: tenant dead-only",
+        &format!("{} dead", num(dead)),
+        &newest,
+    ]);
+    c.send("?");
+    c.wait_for(&["Keys (? or Esc closes)", "admin API"]);
+    c.send("\x1b");
+    c.send("q");
+    c.wait_for(&["Tenant dead-only"]);
+    c.send("q");
+    c.wait_for(&["Overview (node counters)"]);
+    c.send("q");
+    let st = c.wait_exit();
+    assert!(st.success(), "exit status {st:?}");
+    c.assert_restored();
+}
+
+#[test]
+fn a_panic_still_restores_the_terminal() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    let path = dir.to_str().expect("utf-8 path");
+    let mut c = Console::spawn(
+        &["console", "--store", path],
+        &[("ANKUSA_CONSOLE_TEST_PANIC", "1")],
+        80,
+        24,
+    );
+    let st = c.wait_exit();
+    assert!(!st.success());
+    c.assert_restored();
+    assert!(c.screen().contains("deliberate panic"), "{}", c.screen());
+}
+
+#[test]
+fn follow_mode_sees_rows_a_running_writer_adds() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    // This process is the writer: it holds the primary (and its lock) for
+    // the whole test, as a daemon would.
+    let store = Store::create_or_open(&dir).expect("create");
+    let mut seq = 1u64;
+    let mut add = |store: &Store, tenant: &str, n: u64| {
+        let mut alloc = TenantAllocator::load(store, 1_000_000).expect("alloc");
+        let mut b = Batch::new();
+        let res = alloc.resolve(store, [tenant], &mut b).expect("resolve");
+        let ord = res.ord(tenant, 1_000_000).expect("ord");
+        let now = ankusa_store::system_now_ms();
+        for _ in 0..n {
+            let env = Envelope {
+                received_at: now,
+                source_id: "src".into(),
+                tenant: tenant.into(),
+                idempotency_key: None,
+                headers: vec![],
+                body: b"{}".to_vec(),
+            };
+            transitions::ingest(
+                &mut b,
+                &IngestHook {
+                    seq,
+                    ord,
+                    envelope: &env,
+                    sinks: 1,
+                    archive: false,
+                    dedupe_expires_at: None,
+                },
+            );
+            seq += 1;
+        }
+        store.commit(b, true).expect("commit");
+        alloc.committed(res);
+    };
+    add(&store, "early", 5);
+    let path = dir.to_str().expect("utf-8 path");
+    let mut c = Console::spawn(
+        &["console", "--store", path, "--refresh", "300ms"],
+        &[],
+        100,
+        30,
+    );
+    c.wait_for(&["FOLLOW", &format!("daemon pid {}", std::process::id())]);
+    c.wait_for(&["Overview (node counters)"]);
+    let s = c.screen();
+    let pending_line = s
+        .lines()
+        .find(|l| l.contains("pending"))
+        .expect("pending line")
+        .to_owned();
+    assert!(pending_line.trim_end().ends_with(" 5"), "{pending_line}");
+    // The writer adds rows while the console runs.
+    add(&store, "late-arrival", 1234);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = c.screen();
+        if s.lines()
+            .any(|l| l.contains("pending") && l.contains("1,239"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the follower never saw the new rows:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.send(":tenant late-arrival\r");
+    c.wait_for(&["Tenant late-arrival", "pending 1,234"]);
+    c.send("Q");
+    assert!(c.wait_exit().success());
+    c.assert_restored();
+    // The follower's directory lived outside the store and is gone.
+    assert!(!dir.join("secondary").exists());
+    drop(store);
+}
+
+#[test]
+fn a_missing_store_is_a_clear_error_and_nothing_is_created() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let missing = tmp.path().join("no-such-store");
+    let out = Command::new(BIN)
+        .args(["console", "--store"])
+        .arg(&missing)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no such directory"), "{err}");
+    assert!(!missing.exists(), "the console created the directory");
+}
+
+#[test]
+fn not_a_terminal_points_at_the_json_commands() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    let out = Command::new(BIN)
+        .args(["console", "--store"])
+        .arg(&dir)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ankusa tenants list --json"), "{err}");
+}

@@ -1,0 +1,411 @@
+//! `ankusa bench console`: time to first frame and each screen's refresh
+//! store work on a large fixture (10^6 rows, 10^5 tenants) against a small
+//! one (10^3 rows, 10 tenants), in one run. Self-asserting: the first frame
+//! must come in under 0.5 s on the large store, and every screen's refresh
+//! must cost at most 2x on the large store what it costs on the small one.
+//!
+//! "Refresh store work" is the time [`Source::execute`] takes for the
+//! requests a screen sends on a refresh (catch-up and lock check included),
+//! the median of many runs. The on-demand ranking behind a counter sort is
+//! reported but not asserted: it runs when the operator picks a sort, never
+//! on a refresh.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ankusa_store::counters::Field;
+use ankusa_store::fixture::{self, FixtureSpec};
+use ankusa_store::{queries, tenants, Store};
+use color_eyre::eyre::{eyre, Result, WrapErr};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use serde::Serialize;
+
+use crate::app::{App, Header, MigrationState, Msg, Screen};
+use crate::data::{OpenRequest, Request, Source, TenantsQuery, RANK_LIMIT};
+use crate::heatmap::HeatSpec;
+use crate::view::{self, Theme};
+
+/// First frame budget.
+pub const FIRST_FRAME_MAX: Duration = Duration::from_millis(500);
+/// Large/small refresh cost ratio allowed.
+pub const RATIO_MAX: f64 = 2.0;
+/// Below this a refresh is "free" on both stores and the ratio is noise.
+pub const NOISE_FLOOR: Duration = Duration::from_micros(200);
+
+const RUNS: usize = 41;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreShape {
+    pub name: &'static str,
+    pub tenants: u32,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub screen: String,
+    pub small_us: f64,
+    pub large_us: f64,
+    pub ratio: f64,
+    pub asserted: bool,
+    pub pass: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub stores: Vec<StoreShape>,
+    pub first_frame_small_ms: f64,
+    pub first_frame_large_ms: f64,
+    pub first_frame_max_ms: f64,
+    pub ratio_max: f64,
+    pub noise_floor_us: f64,
+    pub cells: Vec<Cell>,
+    pub pass: bool,
+}
+
+const SMALL: StoreShape = StoreShape {
+    name: "small",
+    tenants: 10,
+    rows: 1_000,
+};
+const LARGE: StoreShape = StoreShape {
+    name: "large",
+    tenants: 100_000,
+    rows: 1_000_000,
+};
+
+/// Builds (or reuses) a fixture; returns the fixture's `now`.
+fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64> {
+    let marker = dir.join("ankusa-bench-console.json");
+    if let Ok(text) = std::fs::read_to_string(&marker) {
+        let v: serde_json::Value = serde_json::from_str(&text)?;
+        if v["tenants"] == shape.tenants && v["rows"] == shape.rows {
+            return v["now"]
+                .as_u64()
+                .ok_or_else(|| eyre!("bad marker {}", marker.display()));
+        }
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .wrap_err_with(|| format!("removing stale {}", dir.display()))?;
+    }
+    let now = ankusa_store::system_now_ms();
+    eprintln!(
+        "building the {} fixture ({} rows, {} tenants)…",
+        shape.name, shape.rows, shape.tenants
+    );
+    let store = Store::create_or_open(dir)?;
+    let spec = FixtureSpec::new(shape.tenants, shape.rows, 1, now);
+    fixture::write(&store, &spec, |_, _| {})?;
+    store.flush()?;
+    drop(store);
+    std::fs::write(
+        &marker,
+        serde_json::json!({"tenants": shape.tenants, "rows": shape.rows, "now": now}).to_string(),
+    )?;
+    Ok(now)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Opens the console's source and draws its first frame, as `run` does.
+fn first_frame(path: &Path, now: u64) -> Result<Duration> {
+    let t0 = Instant::now();
+    let req = OpenRequest {
+        path: path.to_path_buf(),
+        ..OpenRequest::default()
+    };
+    let mut src = Source::open(&req, now)?;
+    let header = Header {
+        path: src.path.clone(),
+        mode: src.mode.clone(),
+        format: src.probe.format,
+        opened_at: now,
+        fresh_at: now,
+        daemon: None,
+    };
+    let mut app = App::new(header, MigrationState::default(), 2000, now, 80, 24);
+    let effects = app.update(Msg::Tick(now));
+    for e in effects {
+        if let crate::app::Effect::Fetch(r) = e {
+            let reply = src.execute(&r, now, &mut |_| {}).map_err(|e| e.to_string());
+            app.update(Msg::Reply(r, reply));
+        }
+    }
+    let mut term = Terminal::new(TestBackend::new(80, 24))?;
+    term.draw(|f| view::draw(f, &app, &Theme { color: false }))?;
+    if app.overview.is_none() {
+        return Err(eyre!("the first frame has no overview"));
+    }
+    Ok(t0.elapsed())
+}
+
+struct Targets {
+    big_tenant: u32,
+    dead_tenant: u32,
+    dead_row: Option<ankusa_store::rows::DeadRow>,
+    ranked: Vec<u32>,
+}
+
+fn targets(src: &Source) -> Result<Targets> {
+    let s = src.store().ok_or_else(|| eyre!("store not open"))?;
+    let top = tenants::top_by(s, Field::Pending, 20)?;
+    let big_tenant = top.first().map_or(1, |t| t.ord);
+    let dead_tenant = tenants::ord_of(s, fixture::DEAD_ONLY_TENANT)?.unwrap_or(1);
+    let dead_row = queries::dlq_page(s, None, 1)?.entries.into_iter().next();
+    Ok(Targets {
+        big_tenant,
+        dead_tenant,
+        dead_row,
+        ranked: top.iter().map(|t| t.ord).collect(),
+    })
+}
+
+/// The refresh requests of each screen (at 80×24 unless noted).
+fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
+    let heat80 = HeatSpec::new(1000, 80 - 21);
+    let heat160 = HeatSpec::new(60_000, 160 - 21);
+    let mut v = vec![
+        ("overview".to_owned(), vec![Request::Overview]),
+        (
+            "tenants (ordinal page)".to_owned(),
+            vec![Request::Tenants(TenantsQuery {
+                after: None,
+                filter: String::new(),
+                limit: 18,
+            })],
+        ),
+        (
+            "tenants (filter, no match)".to_owned(),
+            vec![Request::Tenants(TenantsQuery {
+                after: None,
+                filter: "zz-no-such".into(),
+                limit: 18,
+            })],
+        ),
+        (
+            "tenants (sorted page refresh)".to_owned(),
+            vec![Request::CountersOf(
+                t.ranked.iter().copied().take(18).collect(),
+            )],
+        ),
+        (
+            "tenant detail".to_owned(),
+            vec![Request::Tenant {
+                ord: t.big_tenant,
+                dlq_limit: 6,
+                heat: heat80,
+            }],
+        ),
+        (
+            "heatmap 80x24 (1s)".to_owned(),
+            vec![Request::Heatmap {
+                offset: 0,
+                rows: 16,
+                heat: heat80,
+            }],
+        ),
+        (
+            "heatmap 160x48 (1m)".to_owned(),
+            vec![Request::Heatmap {
+                offset: 0,
+                rows: 40,
+                heat: heat160,
+            }],
+        ),
+        (
+            "dlq (all tenants)".to_owned(),
+            vec![Request::Dlq {
+                ord: None,
+                cursor: None,
+                limit: 18,
+            }],
+        ),
+        (
+            "dlq (one tenant)".to_owned(),
+            vec![Request::Dlq {
+                ord: Some(t.dead_tenant),
+                cursor: None,
+                limit: 18,
+            }],
+        ),
+    ];
+    if let Some(r) = &t.dead_row {
+        v.push((
+            "dead delivery detail".to_owned(),
+            vec![Request::DeadDetail(r.clone())],
+        ));
+    }
+    for (_, reqs) in &mut v {
+        reqs.insert(0, Request::Refresh);
+    }
+    v
+}
+
+fn time_requests(src: &mut Source, reqs: &[Request], now: u64) -> Result<Duration> {
+    let mut samples = Vec::with_capacity(RUNS);
+    for i in 0..RUNS + 3 {
+        let t0 = Instant::now();
+        for r in reqs {
+            src.execute(r, now, &mut |_| {})
+                .map_err(|e| eyre!("{r:?}: {e}"))?;
+        }
+        if i >= 3 {
+            samples.push(t0.elapsed());
+        }
+    }
+    Ok(median(samples))
+}
+
+pub fn run(json: bool, dir: Option<PathBuf>) -> Result<bool> {
+    let (base, temp) = match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("ankusa-bench-console-{}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&base)?;
+    let result = measure(&base);
+    if temp {
+        let _ = std::fs::remove_dir_all(&base);
+    }
+    let report = result?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(report.pass)
+}
+
+fn measure(base: &Path) -> Result<Report> {
+    let small_dir = base.join("small");
+    let large_dir = base.join("large");
+    let small_now = ensure_fixture(&small_dir, &SMALL)?;
+    let large_now = ensure_fixture(&large_dir, &LARGE)?;
+
+    let ff_small = median(
+        (0..5)
+            .map(|_| first_frame(&small_dir, small_now))
+            .collect::<Result<Vec<_>>>()?,
+    );
+    let ff_large = median(
+        (0..5)
+            .map(|_| first_frame(&large_dir, large_now))
+            .collect::<Result<Vec<_>>>()?,
+    );
+
+    let open = |p: &Path, now: u64| -> Result<Source> {
+        Ok(Source::open(
+            &OpenRequest {
+                path: p.to_path_buf(),
+                ..OpenRequest::default()
+            },
+            now,
+        )?)
+    };
+    let mut small = open(&small_dir, small_now)?;
+    let mut large = open(&large_dir, large_now)?;
+    let ts = targets(&small)?;
+    let tl = targets(&large)?;
+    let mut cells = Vec::new();
+    for ((name, rs), (_, rl)) in screens(&ts).into_iter().zip(screens(&tl)) {
+        let s = time_requests(&mut small, &rs, small_now)?;
+        let l = time_requests(&mut large, &rl, large_now)?;
+        let ratio = l.as_secs_f64() / s.as_secs_f64().max(1e-9);
+        let pass = ratio <= RATIO_MAX || l <= NOISE_FLOOR;
+        cells.push(Cell {
+            screen: name,
+            small_us: s.as_secs_f64() * 1e6,
+            large_us: l.as_secs_f64() * 1e6,
+            ratio,
+            asserted: true,
+            pass,
+        });
+    }
+    // Reported, not asserted: the on-demand ranking of a counter sort.
+    let rank = [Request::Rank {
+        field: Field::Dead,
+        limit: RANK_LIMIT,
+    }];
+    let s = time_requests_n(&mut small, &rank, small_now, 3)?;
+    let l = time_requests_n(&mut large, &rank, large_now, 3)?;
+    cells.push(Cell {
+        screen: "rank by a counter (on demand, not a refresh)".into(),
+        small_us: s.as_secs_f64() * 1e6,
+        large_us: l.as_secs_f64() * 1e6,
+        ratio: l.as_secs_f64() / s.as_secs_f64().max(1e-9),
+        asserted: false,
+        pass: true,
+    });
+    let _ = Screen::Overview;
+    let pass = ff_large <= FIRST_FRAME_MAX && cells.iter().all(|c| c.pass);
+    Ok(Report {
+        stores: vec![SMALL, LARGE],
+        first_frame_small_ms: ff_small.as_secs_f64() * 1e3,
+        first_frame_large_ms: ff_large.as_secs_f64() * 1e3,
+        first_frame_max_ms: FIRST_FRAME_MAX.as_secs_f64() * 1e3,
+        ratio_max: RATIO_MAX,
+        noise_floor_us: NOISE_FLOOR.as_secs_f64() * 1e6,
+        cells,
+        pass,
+    })
+}
+
+fn time_requests_n(src: &mut Source, reqs: &[Request], now: u64, n: usize) -> Result<Duration> {
+    let mut samples = Vec::new();
+    for _ in 0..n {
+        let t0 = Instant::now();
+        for r in reqs {
+            src.execute(r, now, &mut |_| {})
+                .map_err(|e| eyre!("{r:?}: {e}"))?;
+        }
+        samples.push(t0.elapsed());
+    }
+    Ok(median(samples))
+}
+
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "console bench: small = {} rows / {} tenants, large = {} rows / {} tenants\n",
+        SMALL.rows, SMALL.tenants, LARGE.rows, LARGE.tenants
+    ));
+    out.push_str(&format!(
+        "first frame (open + overview + draw 80x24): small {:.1} ms, large {:.1} ms (limit {:.0} ms)\n\n",
+        r.first_frame_small_ms, r.first_frame_large_ms, r.first_frame_max_ms
+    ));
+    out.push_str(&format!(
+        "{:<46} {:>10} {:>10} {:>7}  {}\n",
+        "refresh store work (median)", "small µs", "large µs", "ratio", "pass"
+    ));
+    for c in &r.cells {
+        out.push_str(&format!(
+            "{:<46} {:>10.0} {:>10.0} {:>6.2}x  {}\n",
+            c.screen,
+            c.small_us,
+            c.large_us,
+            c.ratio,
+            if !c.asserted {
+                "(not asserted)"
+            } else if c.pass {
+                "ok"
+            } else {
+                "FAIL"
+            }
+        ));
+    }
+    out.push_str(&format!(
+        "\nrule: first frame < {:.0} ms on the large store; each refresh large/small <= {:.1}x (or large <= {:.0} µs)\nresult: {}\n",
+        r.first_frame_max_ms,
+        r.ratio_max,
+        r.noise_floor_us,
+        if r.pass { "PASS" } else { "FAIL" }
+    ));
+    out
+}

@@ -1,0 +1,887 @@
+//! The data source: opening the store the right way, and answering the
+//! requests the screens make. Every request is bounded by what the screen
+//! shows: counters are point reads, pages are bounded scans, heatmap cells
+//! are counted with a cap. Nothing here folds a family on a refresh.
+//!
+//! [`Source::execute`] is a plain function of a request; the console runs it
+//! on a worker thread ([`spawn_worker`]) so a slow store never blocks input,
+//! and the bench calls it directly to time each screen's store work.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ankusa_store::counters::Field;
+use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
+use ankusa_store::rows::{DeadRow, DueRow};
+use ankusa_store::store::{self as st, Probe};
+use ankusa_store::tenants::{self, Name, TenantInfo};
+use ankusa_store::transitions::{self, PurgeCount, PurgeKinds};
+use ankusa_store::values::{DeliveryRow, Envelope};
+use ankusa_store::{lock, Batch, Counters, Store, StoreError};
+
+use crate::heatmap::{self, HeatSpec};
+use crate::preview::{self, Preview};
+
+/// How the console holds the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenMode {
+    /// A daemon (pid) holds the store; we follow it as a secondary.
+    Follow { pid: i32 },
+    /// A read-only snapshot taken when the store was opened.
+    ReadOnly,
+    /// We are the store's one writer (`--write`, no daemon).
+    Write,
+    /// The store cannot be opened at this release's format (format 2 or a
+    /// half-done migration): only the migration screen has data.
+    NeedsMigration,
+}
+
+impl OpenMode {
+    pub fn label(&self) -> &'static str {
+        match self {
+            OpenMode::Follow { .. } => "FOLLOW",
+            OpenMode::ReadOnly => "READ-ONLY",
+            OpenMode::Write => "WRITE",
+            OpenMode::NeedsMigration => "MIGRATION NEEDED",
+        }
+    }
+
+    /// Whether guarded actions can run in this mode today. FOLLOW mode acts
+    /// through the daemon's admin API, which does not exist yet (issue 5).
+    pub fn can_write(&self) -> bool {
+        matches!(self, OpenMode::Write)
+    }
+}
+
+/// Why the console could not open a store.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}: no such directory (the console never creates one; pass the directory of an existing store)")]
+    NoDir(PathBuf),
+    #[error("{0}: not a directory")]
+    NotDir(PathBuf),
+    #[error("{0}: not an Ankusa store (no RocksDB CURRENT file); create one with `ankusa serve` or `ankusa store fixture`")]
+    NotStore(PathBuf),
+    #[error("--read-only and --write contradict each other")]
+    Conflict,
+    #[error("cannot create the follower's directory {path}: {source}")]
+    Secondary {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What the operator asked for on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct OpenRequest {
+    pub path: PathBuf,
+    pub read_only: bool,
+    pub write: bool,
+}
+
+/// A follower's private directory, removed when the console exits. Lives
+/// under the system temp dir, never inside the store.
+#[derive(Debug)]
+pub struct SecondaryDir(PathBuf);
+
+impl SecondaryDir {
+    fn create() -> Result<Self, OpenError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("ankusa-console-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|source| OpenError::Secondary {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self(path))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SecondaryDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The opened store and what the header needs to know about it.
+pub struct Source {
+    pub path: PathBuf,
+    pub mode: OpenMode,
+    pub probe: Probe,
+    /// Notices for the operator (e.g. `--write` ignored beside a daemon).
+    pub notices: Vec<String>,
+    /// When the data last matched the store (open, catch-up, or a write).
+    pub fresh_at: u64,
+    read_only_forced: bool,
+    // Drop order: the store before the follower's directory.
+    store: Option<Store>,
+    _secondary: Option<SecondaryDir>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl Source {
+    /// Opens the store as the brief says: FOLLOW beside a running daemon,
+    /// else READ-ONLY, or WRITE with `--write` and no daemon. Never creates
+    /// a directory.
+    pub fn open(req: &OpenRequest, now: u64) -> Result<Source, OpenError> {
+        if req.read_only && req.write {
+            return Err(OpenError::Conflict);
+        }
+        let path = &req.path;
+        match std::fs::metadata(path) {
+            Err(_) => return Err(OpenError::NoDir(path.clone())),
+            Ok(m) if !m.is_dir() => return Err(OpenError::NotDir(path.clone())),
+            Ok(_) => {}
+        }
+        if !path.join("CURRENT").exists() {
+            return Err(OpenError::NotStore(path.clone()));
+        }
+        let probe = st::probe(path)?;
+        let mut src = Source {
+            path: path.clone(),
+            mode: OpenMode::ReadOnly,
+            probe: probe.clone(),
+            notices: Vec::new(),
+            fresh_at: now,
+            read_only_forced: req.read_only,
+            store: None,
+            _secondary: None,
+        };
+        if probe.migrating || probe.format.is_some_and(|f| f < ankusa_store::FORMAT) {
+            src.mode = OpenMode::NeedsMigration;
+            return Ok(src);
+        }
+        let holder = lock::holder(path)?;
+        match (holder, req.read_only, req.write) {
+            (Some(pid), false, write) => {
+                if write {
+                    src.notices.push(format!(
+                        "--write ignored: daemon pid {pid} holds the store; actions beside a daemon need its admin API (not available yet)"
+                    ));
+                }
+                src.open_follow(pid)?;
+            }
+            (_, true, _) => {
+                src.store = Some(Store::open_read_only(path)?);
+                src.mode = OpenMode::ReadOnly;
+            }
+            (None, false, true) => {
+                src.store = Some(Store::open(path)?);
+                src.mode = OpenMode::Write;
+            }
+            (None, false, false) => {
+                src.store = Some(Store::open_read_only(path)?);
+                src.mode = OpenMode::ReadOnly;
+            }
+        }
+        Ok(src)
+    }
+
+    fn open_follow(&mut self, pid: i32) -> Result<(), OpenError> {
+        let dir = SecondaryDir::create()?;
+        let store = Store::open_secondary(&self.path, dir.path())?;
+        self.store = Some(store);
+        self._secondary = Some(dir);
+        self.mode = OpenMode::Follow { pid };
+        Ok(())
+    }
+
+    /// The open store (None when it needs migrating).
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    /// Once per refresh: follow the daemon's writes; switch from READ-ONLY
+    /// to FOLLOW when a daemon has started since; note when it stopped.
+    pub fn refresh(&mut self, now: u64) -> Result<DaemonStatus, StoreError> {
+        let holder = match self.mode {
+            OpenMode::Write => return Ok(DaemonStatus::NoneWeWrite),
+            _ => lock::holder(&self.path)?,
+        };
+        match (&self.mode, holder) {
+            (OpenMode::ReadOnly, Some(pid)) if !self.read_only_forced => {
+                self.store = None;
+                match self.open_follow(pid) {
+                    Ok(()) => self
+                        .notices
+                        .push(format!("daemon pid {pid} started: now following it")),
+                    Err(e) => {
+                        self.notices
+                            .push(format!("cannot follow daemon pid {pid}: {e}"));
+                        self.store = Some(Store::open_read_only(&self.path)?);
+                        self.mode = OpenMode::ReadOnly;
+                    }
+                }
+            }
+            (OpenMode::Follow { .. }, Some(pid)) => self.mode = OpenMode::Follow { pid },
+            _ => {}
+        }
+        if let Some(s) = &self.store {
+            if matches!(self.mode, OpenMode::Follow { .. }) {
+                s.catch_up()?;
+                self.fresh_at = now;
+            }
+        }
+        Ok(match holder {
+            Some(pid) => DaemonStatus::Running(pid),
+            None => DaemonStatus::NotRunning,
+        })
+    }
+
+    fn need(&self) -> Result<&Store, StoreError> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| StoreError::FormatNeedsMigration {
+                path: self.path.clone(),
+                found: self.probe.format.unwrap_or(0),
+                supported: ankusa_store::FORMAT,
+            })
+    }
+
+    /// Answers one request. `progress` is called during long actions.
+    pub fn execute(
+        &mut self,
+        req: &Request,
+        now: u64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Reply, StoreError> {
+        match req {
+            Request::Refresh => Ok(Reply::Refreshed(self.refresh(now)?)),
+            Request::Overview => self.overview(now).map(Reply::Overview),
+            Request::Tenants(q) => self.tenants(q).map(Reply::Tenants),
+            Request::Rank { field, limit } => {
+                let rows = tenants::top_by(self.need()?, *field, *limit)?;
+                Ok(Reply::Ranked {
+                    field: *field,
+                    rows,
+                    at: now,
+                })
+            }
+            Request::CountersOf(ords) => {
+                let c = queries::counters_many(self.need()?, ords)?;
+                Ok(Reply::CountersOf(ords.iter().copied().zip(c).collect()))
+            }
+            Request::Tenant {
+                ord,
+                dlq_limit,
+                heat,
+            } => self.tenant(*ord, *dlq_limit, heat, now).map(Reply::Tenant),
+            Request::TenantByName { name, .. } => {
+                let s = self.need()?;
+                Ok(Reply::TenantByName(name.clone(), tenants::ord_of(s, name)?))
+            }
+            Request::Heatmap { offset, rows, heat } => {
+                self.heatmap(*offset, *rows, heat, now).map(Reply::Heatmap)
+            }
+            Request::Dlq { ord, cursor, limit } => self.dlq(*ord, *cursor, *limit).map(Reply::Dlq),
+            Request::DeadDetail(row) => self
+                .dead_detail(row)
+                .map(|d| Reply::DeadDetail(Box::new(d))),
+            Request::DryRun(scope) => self.dry_run(scope).map(|n| Reply::DryRun(scope.clone(), n)),
+            Request::Execute(scope) => self.run_action(scope, now, progress).map(Reply::Done),
+        }
+    }
+
+    fn overview(&self, now: u64) -> Result<Overview, StoreError> {
+        let s = self.need()?;
+        let active = queries::active_tenants(s, now, ACTIVE_CAP + 1)?.len();
+        let oldest = queries::oldest_due(s)?;
+        let oldest_name = match oldest {
+            Some(o) => live_name(s, o.ord)?,
+            None => None,
+        };
+        Ok(Overview {
+            node: queries::node_counters(s)?,
+            tenants: tenants::allocated(s)?,
+            active: active.min(ACTIVE_CAP),
+            active_capped: active > ACTIVE_CAP,
+            oldest,
+            oldest_name,
+            format: s.format()?,
+        })
+    }
+
+    fn tenants(&self, q: &TenantsQuery) -> Result<TenantsPage, StoreError> {
+        let s = self.need()?;
+        let needle = q.filter.to_lowercase();
+        let mut rows = Vec::new();
+        let mut after = q.after;
+        let mut scanned = 0usize;
+        let mut exhausted = false;
+        while rows.len() < q.limit && scanned < TENANT_SCAN_BUDGET {
+            let want = if needle.is_empty() {
+                q.limit - rows.len()
+            } else {
+                256
+            };
+            let page = tenants::page(s, after, want)?;
+            if page.is_empty() {
+                exhausted = true;
+                break;
+            }
+            for t in page {
+                scanned += 1;
+                after = Some(t.ord);
+                if needle.is_empty() || t.id.to_lowercase().contains(&needle) {
+                    rows.push(t);
+                    if rows.len() >= q.limit {
+                        break;
+                    }
+                }
+            }
+        }
+        // An exact name is always found, whatever the scan budget reached.
+        let mut exact = None;
+        if !q.filter.is_empty() {
+            if let Some(ord) = tenants::ord_of(s, &q.filter)? {
+                if !rows.iter().any(|r| r.ord == ord) {
+                    let c = queries::counters(s, ord)?;
+                    exact = Some(TenantInfo {
+                        ord,
+                        id: q.filter.clone(),
+                        counters: c,
+                    });
+                }
+            }
+        }
+        Ok(TenantsPage {
+            query: q.clone(),
+            rows,
+            exact,
+            next_after: after,
+            scanned,
+            exhausted,
+            total: tenants::allocated(s)?,
+        })
+    }
+
+    fn tenant(
+        &self,
+        ord: u32,
+        dlq_limit: usize,
+        heat: &HeatSpec,
+        now: u64,
+    ) -> Result<TenantDetail, StoreError> {
+        let s = self.need()?;
+        let name = match tenants::name_of(s, ord)? {
+            Some(Name::Live(n)) => n,
+            Some(Name::Erased) => "(erased)".into(),
+            None => format!("ord {ord}"),
+        };
+        Ok(TenantDetail {
+            ord,
+            name,
+            counters: queries::counters(s, ord)?,
+            first_due: queries::first_due(s, ord)?,
+            heat: heatmap::count_row(s, ord, heat, now)?,
+            dlq: queries::dlq_page_for_tenant(s, ord, None, dlq_limit)?,
+        })
+    }
+
+    fn heatmap(
+        &self,
+        offset: usize,
+        rows: usize,
+        heat: &HeatSpec,
+        now: u64,
+    ) -> Result<HeatmapData, StoreError> {
+        let s = self.need()?;
+        let active = queries::active_tenants(s, now, offset + rows + 1)?;
+        let more = active.len() > offset + rows;
+        let mut out = Vec::new();
+        for a in active.into_iter().skip(offset).take(rows) {
+            out.push(HeatRow {
+                ord: a.ord,
+                name: live_name(s, a.ord)?.unwrap_or_else(|| format!("ord {}", a.ord)),
+                oldest_bucket: a.bucket,
+                cells: heatmap::count_row(s, a.ord, heat, now)?,
+            });
+        }
+        Ok(HeatmapData {
+            spec: *heat,
+            offset,
+            rows: out,
+            more,
+            at: now,
+        })
+    }
+
+    fn dlq(
+        &self,
+        ord: Option<u32>,
+        cursor: Option<DlqCursor>,
+        limit: usize,
+    ) -> Result<DlqData, StoreError> {
+        let s = self.need()?;
+        let page = match ord {
+            Some(o) => queries::dlq_page_for_tenant(s, o, cursor, limit)?,
+            None => queries::dlq_page(s, cursor, limit)?,
+        };
+        let mut names: Vec<(u32, String)> = Vec::new();
+        for e in &page.entries {
+            if !names.iter().any(|(o, _)| *o == e.ord) {
+                names.push((
+                    e.ord,
+                    live_name(s, e.ord)?.unwrap_or_else(|| format!("ord {}", e.ord)),
+                ));
+            }
+        }
+        let total = queries::counters(s, ord.unwrap_or(0))?.dead;
+        Ok(DlqData {
+            ord,
+            cursor,
+            page,
+            names,
+            total,
+        })
+    }
+
+    fn dead_detail(&self, row: &DeadRow) -> Result<DeadDetail, StoreError> {
+        let s = self.need()?;
+        let still_dead = queries::dead_row(
+            s,
+            &ankusa_store::keys::DeadKey {
+                at: row.at,
+                seq: row.seq,
+                sink: row.sink,
+            },
+        )?
+        .is_some();
+        let delivery = queries::delivery(s, row.seq, row.sink)?;
+        let envelope: Option<Envelope> = queries::hook(s, row.seq)?;
+        Ok(DeadDetail {
+            row: row.clone(),
+            tenant: live_name(s, row.ord)?.unwrap_or_else(|| format!("ord {}", row.ord)),
+            still_dead,
+            delivery,
+            preview: envelope.as_ref().map(preview::build),
+        })
+    }
+
+    /// The exact number of rows an action would touch, from point reads.
+    pub fn dry_run(&self, scope: &ActionScope) -> Result<u64, StoreError> {
+        let s = self.need()?;
+        Ok(match scope {
+            ActionScope::Purge { ord, kinds, .. } => {
+                let c = queries::counters(s, *ord)?;
+                let mut n = 0i64;
+                if kinds.pending {
+                    n += c.pending + c.scheduled;
+                }
+                if kinds.dead {
+                    n += c.dead;
+                }
+                n.max(0) as u64
+            }
+            ActionScope::ReplayRows { rows } => {
+                let mut n = 0;
+                for r in rows {
+                    let k = ankusa_store::keys::DeadKey {
+                        at: r.at,
+                        seq: r.seq,
+                        sink: r.sink,
+                    };
+                    if queries::dead_row(s, &k)?.is_some() {
+                        n += 1;
+                    }
+                }
+                n
+            }
+            ActionScope::ReplayTenant { ord, .. } => queries::counters(s, *ord)?.dead.max(0) as u64,
+        })
+    }
+
+    fn run_action(
+        &mut self,
+        scope: &ActionScope,
+        now: u64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ActionResult, StoreError> {
+        if !self.mode.can_write() {
+            return Err(StoreError::ReadOnly(
+                "without --write (actions beside a daemon need its admin API)",
+            ));
+        }
+        let total = self.dry_run(scope)?;
+        let s = self.need()?;
+        let done = match scope {
+            ActionScope::Purge { ord, kinds, .. } => {
+                let n: PurgeCount = transitions::purge_tenant(s, *ord, *kinds, |c| {
+                    progress(Progress {
+                        done: c.total(),
+                        total,
+                    })
+                })?;
+                n.total()
+            }
+            ActionScope::ReplayRows { rows } => {
+                let mut done = 0;
+                for chunk in rows.chunks(REPLAY_CHUNK) {
+                    done += replay_chunk(s, chunk, now)?;
+                    progress(Progress { done, total });
+                }
+                done
+            }
+            ActionScope::ReplayTenant { ord, .. } => {
+                let mut done = 0u64;
+                // The scope is the rows dead now: stop at the dry-run count.
+                while done < total {
+                    let want = REPLAY_CHUNK.min((total - done) as usize);
+                    let page = queries::dlq_page_for_tenant(s, *ord, None, want)?;
+                    if page.entries.is_empty() {
+                        break;
+                    }
+                    done += replay_chunk(s, &page.entries, now)?;
+                    progress(Progress { done, total });
+                }
+                done
+            }
+        };
+        self.fresh_at = now;
+        Ok(ActionResult {
+            scope: scope.clone(),
+            expected: total,
+            touched: done,
+        })
+    }
+}
+
+fn replay_chunk(s: &Store, rows: &[DeadRow], now: u64) -> Result<u64, StoreError> {
+    let mut b = Batch::new();
+    let mut n = 0;
+    for r in rows {
+        let k = ankusa_store::keys::DeadKey {
+            at: r.at,
+            seq: r.seq,
+            sink: r.sink,
+        };
+        // Only rows still dead: a row replayed twice would be revived twice.
+        let Some(current) = queries::dead_row(s, &k)? else {
+            continue;
+        };
+        let size = queries::delivery(s, r.seq, r.sink)?.map_or(0, |d| d.size);
+        transitions::revive(&mut b, &current, size, now);
+        n += 1;
+    }
+    s.commit(b, true)?;
+    Ok(n)
+}
+
+fn live_name(s: &Store, ord: u32) -> Result<Option<String>, StoreError> {
+    Ok(match tenants::name_of(s, ord)? {
+        Some(Name::Live(n)) => Some(n),
+        Some(Name::Erased) => Some("(erased)".into()),
+        None => None,
+    })
+}
+
+/// Active tenants are counted at most this far on the overview.
+pub const ACTIVE_CAP: usize = 10_000;
+/// Tenants a filtered page examines at most per request.
+pub const TENANT_SCAN_BUDGET: usize = 4096;
+/// Rows per replay commit.
+pub const REPLAY_CHUNK: usize = 500;
+/// Tenants ranked when sorting by a counter.
+pub const RANK_LIMIT: usize = 1000;
+
+/// What a screen asks the data source for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Catch up with the daemon and check who holds the store.
+    Refresh,
+    Overview,
+    Tenants(TenantsQuery),
+    /// Rank tenants by a counter: a bounded-memory scan of the counters
+    /// family, run only when the operator picks a sort key (never on a
+    /// refresh; refreshes re-read the visible rows' counters).
+    Rank {
+        field: Field,
+        limit: usize,
+    },
+    CountersOf(Vec<u32>),
+    Tenant {
+        ord: u32,
+        dlq_limit: usize,
+        heat: HeatSpec,
+    },
+    /// Resolve a name typed in a `:` command; `dlq` says which screen opens.
+    TenantByName {
+        name: String,
+        dlq: bool,
+    },
+    Heatmap {
+        offset: usize,
+        rows: usize,
+        heat: HeatSpec,
+    },
+    Dlq {
+        ord: Option<u32>,
+        cursor: Option<DlqCursor>,
+        limit: usize,
+    },
+    DeadDetail(DeadRow),
+    DryRun(ActionScope),
+    Execute(ActionScope),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TenantsQuery {
+    pub after: Option<u32>,
+    pub filter: String,
+    pub limit: usize,
+}
+
+/// The answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Refreshed(DaemonStatus),
+    Overview(Overview),
+    Tenants(TenantsPage),
+    Ranked {
+        field: Field,
+        rows: Vec<TenantInfo>,
+        at: u64,
+    },
+    CountersOf(Vec<(u32, Counters)>),
+    Tenant(TenantDetail),
+    TenantByName(String, Option<u32>),
+    Heatmap(HeatmapData),
+    Dlq(DlqData),
+    DeadDetail(Box<DeadDetail>),
+    DryRun(ActionScope, u64),
+    Done(ActionResult),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonStatus {
+    Running(i32),
+    NotRunning,
+    /// We hold the store ourselves (`--write`).
+    NoneWeWrite,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overview {
+    pub node: Counters,
+    pub tenants: u32,
+    pub active: usize,
+    pub active_capped: bool,
+    pub oldest: Option<OldestDue>,
+    pub oldest_name: Option<String>,
+    pub format: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantsPage {
+    pub query: TenantsQuery,
+    pub rows: Vec<TenantInfo>,
+    /// A tenant whose name equals the filter, found by a point read.
+    pub exact: Option<TenantInfo>,
+    pub next_after: Option<u32>,
+    pub scanned: usize,
+    pub exhausted: bool,
+    pub total: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantDetail {
+    pub ord: u32,
+    pub name: String,
+    pub counters: Counters,
+    pub first_due: Option<DueRow>,
+    pub heat: Vec<u32>,
+    pub dlq: DlqPage,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeatRow {
+    pub ord: u32,
+    pub name: String,
+    pub oldest_bucket: u64,
+    pub cells: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeatmapData {
+    pub spec: HeatSpec,
+    pub offset: usize,
+    pub rows: Vec<HeatRow>,
+    pub more: bool,
+    pub at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DlqData {
+    pub ord: Option<u32>,
+    pub cursor: Option<DlqCursor>,
+    pub page: DlqPage,
+    pub names: Vec<(u32, String)>,
+    /// The dead counter of the tenant (or the node).
+    pub total: i64,
+}
+
+impl DlqData {
+    pub fn name(&self, ord: u32) -> &str {
+        self.names
+            .iter()
+            .find(|(o, _)| *o == ord)
+            .map_or("?", |(_, n)| n.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadDetail {
+    pub row: DeadRow,
+    pub tenant: String,
+    pub still_dead: bool,
+    pub delivery: Option<DeliveryRow>,
+    pub preview: Option<Preview>,
+}
+
+/// The exact scope of a guarded action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionScope {
+    Purge {
+        ord: u32,
+        tenant: String,
+        kinds: PurgeKinds,
+    },
+    ReplayRows {
+        rows: Vec<DeadRow>,
+    },
+    ReplayTenant {
+        ord: u32,
+        tenant: String,
+    },
+}
+
+impl ActionScope {
+    pub fn describe(&self) -> String {
+        match self {
+            ActionScope::Purge { tenant, kinds, .. } => {
+                let what = match (kinds.pending, kinds.dead) {
+                    (true, true) => "pending (due and scheduled) and dead rows",
+                    (true, false) => "pending (due and scheduled) rows",
+                    (false, true) => "dead rows",
+                    (false, false) => "nothing",
+                };
+                format!("purge {what} of tenant {tenant}")
+            }
+            ActionScope::ReplayRows { rows } => {
+                format!("replay {} selected DLQ row(s)", rows.len())
+            }
+            ActionScope::ReplayTenant { tenant, .. } => {
+                format!("replay every dead row of tenant {tenant}")
+            }
+        }
+    }
+
+    /// What the operator must type to confirm.
+    pub fn confirm_word(&self) -> String {
+        match self {
+            ActionScope::Purge { tenant, .. } | ActionScope::ReplayTenant { tenant, .. } => {
+                tenant.clone()
+            }
+            ActionScope::ReplayRows { .. } => "replay".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionResult {
+    pub scope: ActionScope,
+    pub expected: u64,
+    pub touched: u64,
+}
+
+/// A request sent to the worker, tagged so replies can be matched.
+#[derive(Debug)]
+pub struct Job {
+    pub id: u64,
+    pub req: Request,
+    pub now: u64,
+}
+
+/// What the worker sends back.
+#[derive(Debug)]
+pub enum Event {
+    Reply {
+        id: u64,
+        req: Request,
+        result: Result<Reply, String>,
+        took: Duration,
+    },
+    Progress {
+        id: u64,
+        progress: Progress,
+    },
+}
+
+/// Runs the source on its own thread: jobs in, events out. The thread ends
+/// when the job sender is dropped.
+pub fn spawn_worker(
+    mut src: Source,
+    dispatch: tracing::Dispatch,
+) -> std::io::Result<(
+    mpsc::Sender<Job>,
+    mpsc::Receiver<Event>,
+    std::thread::JoinHandle<()>,
+)> {
+    let (jtx, jrx) = mpsc::channel::<Job>();
+    let (etx, erx) = mpsc::channel::<Event>();
+    let handle = std::thread::Builder::new()
+        .name("ankusa-console-data".into())
+        .spawn(move || {
+            let _guard = tracing::dispatcher::set_default(&dispatch);
+            for job in jrx {
+                let t0 = Instant::now();
+                let id = job.id;
+                let tx = etx.clone();
+                let mut progress = |p: Progress| {
+                    let _ = tx.send(Event::Progress { id, progress: p });
+                };
+                let result = src.execute(&job.req, job.now, &mut progress).map_err(|e| {
+                    tracing::warn!(target: "console", "{e}");
+                    e.to_string()
+                });
+                if let Ok(Reply::Done(r)) = &result {
+                    tracing::info!(target: "console", "{}: {} of {} rows", r.scope.describe(), r.touched, r.expected);
+                }
+                let ev = Event::Reply {
+                    id,
+                    req: job.req,
+                    result,
+                    took: t0.elapsed(),
+                };
+                if etx.send(ev).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok((jtx, erx, handle))
+}

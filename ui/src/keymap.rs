@@ -1,0 +1,194 @@
+//! The keymap as data: input handling looks keys up here and the help
+//! overlay is generated from the same table, so they cannot disagree.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What a key does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Down,
+    Up,
+    PageDown,
+    PageUp,
+    Top,
+    Bottom,
+    Open,
+    Back,
+    Quit,
+    Filter,
+    Command,
+    Help,
+    Goto(Tab),
+    NextTab,
+    Sort,
+    ZoomIn,
+    ZoomOut,
+    TenantDlq,
+    Select,
+    Purge,
+    Replay,
+    ReplayTenant,
+    Refresh,
+}
+
+/// The top-level screens reachable by number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Overview,
+    Tenants,
+    Heatmap,
+    Dlq,
+    Migration,
+    Log,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 6] = [
+        Tab::Overview,
+        Tab::Tenants,
+        Tab::Heatmap,
+        Tab::Dlq,
+        Tab::Migration,
+        Tab::Log,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Overview => "Overview",
+            Tab::Tenants => "Tenants",
+            Tab::Heatmap => "Heatmap",
+            Tab::Dlq => "DLQ",
+            Tab::Migration => "Migration",
+            Tab::Log => "Log",
+        }
+    }
+}
+
+/// Where a binding applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Everywhere,
+    Tenants,
+    Tenant,
+    Heatmap,
+    Dlq,
+    /// Only shown and active in WRITE mode.
+    Write,
+}
+
+impl Scope {
+    pub fn title(self) -> &'static str {
+        match self {
+            Scope::Everywhere => "Everywhere",
+            Scope::Tenants => "Tenants",
+            Scope::Tenant => "Tenant detail",
+            Scope::Heatmap => "Heatmap",
+            Scope::Dlq => "DLQ",
+            Scope::Write => "Guarded actions (WRITE mode only)",
+        }
+    }
+}
+
+/// A key pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Code(KeyCode),
+}
+
+impl Key {
+    fn matches(self, ev: &KeyEvent) -> bool {
+        match self {
+            Key::Char(c) => {
+                ev.code == KeyCode::Char(c)
+                    && !ev
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+            }
+            Key::Code(c) => ev.code == c,
+        }
+    }
+}
+
+pub struct Binding {
+    pub keys: &'static [Key],
+    pub label: &'static str,
+    pub action: Action,
+    pub scope: Scope,
+    pub help: &'static str,
+}
+
+use Key::{Char as C, Code};
+
+pub const KEYMAP: &[Binding] = &[
+    Binding { keys: &[C('j'), Code(KeyCode::Down)], label: "j ↓", action: Action::Down, scope: Scope::Everywhere, help: "next row" },
+    Binding { keys: &[C('k'), Code(KeyCode::Up)], label: "k ↑", action: Action::Up, scope: Scope::Everywhere, help: "previous row" },
+    Binding { keys: &[Code(KeyCode::PageDown), C(' ')], label: "PgDn", action: Action::PageDown, scope: Scope::Everywhere, help: "next page" },
+    Binding { keys: &[Code(KeyCode::PageUp)], label: "PgUp", action: Action::PageUp, scope: Scope::Everywhere, help: "previous page" },
+    Binding { keys: &[C('g'), Code(KeyCode::Home)], label: "g", action: Action::Top, scope: Scope::Everywhere, help: "first row (first page)" },
+    Binding { keys: &[C('G'), Code(KeyCode::End)], label: "G", action: Action::Bottom, scope: Scope::Everywhere, help: "last row of the page" },
+    Binding { keys: &[Code(KeyCode::Enter)], label: "Enter", action: Action::Open, scope: Scope::Everywhere, help: "open the selected row" },
+    Binding { keys: &[C('q'), Code(KeyCode::Esc)], label: "q Esc", action: Action::Back, scope: Scope::Everywhere, help: "back; quit from a top screen" },
+    Binding { keys: &[C('Q')], label: "Q", action: Action::Quit, scope: Scope::Everywhere, help: "quit" },
+    Binding { keys: &[C('/')], label: "/", action: Action::Filter, scope: Scope::Everywhere, help: "filter tenants by name" },
+    Binding { keys: &[C(':')], label: ":", action: Action::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sort FIELD :q" },
+    Binding { keys: &[C('?')], label: "?", action: Action::Help, scope: Scope::Everywhere, help: "this help" },
+    Binding { keys: &[C('1')], label: "1", action: Action::Goto(Tab::Overview), scope: Scope::Everywhere, help: "overview" },
+    Binding { keys: &[C('2')], label: "2", action: Action::Goto(Tab::Tenants), scope: Scope::Everywhere, help: "tenants" },
+    Binding { keys: &[C('3')], label: "3", action: Action::Goto(Tab::Heatmap), scope: Scope::Everywhere, help: "heatmap" },
+    Binding { keys: &[C('4')], label: "4", action: Action::Goto(Tab::Dlq), scope: Scope::Everywhere, help: "DLQ (all tenants)" },
+    Binding { keys: &[C('5')], label: "5", action: Action::Goto(Tab::Migration), scope: Scope::Everywhere, help: "migration" },
+    Binding { keys: &[C('6')], label: "6", action: Action::Goto(Tab::Log), scope: Scope::Everywhere, help: "log" },
+    Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: Action::NextTab, scope: Scope::Everywhere, help: "next screen" },
+    Binding { keys: &[C('r')], label: "r", action: Action::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
+    Binding { keys: &[C('s')], label: "s", action: Action::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive" },
+    Binding { keys: &[C('d')], label: "d", action: Action::TenantDlq, scope: Scope::Tenant, help: "this tenant's DLQ" },
+    Binding { keys: &[C('+'), C('z')], label: "+ z", action: Action::ZoomIn, scope: Scope::Heatmap, help: "zoom in (narrower buckets, down to 1s)" },
+    Binding { keys: &[C('-'), C('Z')], label: "- Z", action: Action::ZoomOut, scope: Scope::Heatmap, help: "zoom out (wider buckets, up to 1h)" },
+    Binding { keys: &[C('x')], label: "x", action: Action::Select, scope: Scope::Dlq, help: "mark / unmark the row for replay" },
+    Binding { keys: &[C('P')], label: "P", action: Action::Purge, scope: Scope::Write, help: "purge this tenant's pending and/or dead rows (tenant detail)" },
+    Binding { keys: &[C('R')], label: "R", action: Action::Replay, scope: Scope::Write, help: "replay the marked DLQ rows (or the selected one)" },
+    Binding { keys: &[C('A')], label: "A", action: Action::ReplayTenant, scope: Scope::Write, help: "replay every dead row of this tenant (tenant DLQ or detail)" },
+];
+
+/// The action of a key, if any.
+pub fn lookup(ev: &KeyEvent) -> Option<Action> {
+    if ev.modifiers.contains(KeyModifiers::CONTROL) && ev.code == KeyCode::Char('c') {
+        return Some(Action::Quit);
+    }
+    KEYMAP
+        .iter()
+        .find(|b| b.keys.iter().any(|k| k.matches(ev)))
+        .map(|b| b.action)
+}
+
+/// Help lines, grouped by scope, from [`KEYMAP`].
+pub fn help_lines(write: bool) -> Vec<(Option<&'static str>, String)> {
+    let mut out = Vec::new();
+    for scope in [
+        Scope::Everywhere,
+        Scope::Tenants,
+        Scope::Tenant,
+        Scope::Heatmap,
+        Scope::Dlq,
+        Scope::Write,
+    ] {
+        out.push((Some(scope.title()), String::new()));
+        if scope == Scope::Write && !write {
+            out.push((
+                None,
+                "  hidden: writes need --write on a store no daemon holds.".into(),
+            ));
+            out.push((
+                None,
+                "  Beside a running daemon they go through its admin API,".into(),
+            ));
+            out.push((None, "  which is not available yet (issue 5).".into()));
+            continue;
+        }
+        for b in KEYMAP.iter().filter(|b| b.scope == scope) {
+            out.push((None, format!("  {:<7} {}", b.label, b.help)));
+        }
+    }
+    out
+}

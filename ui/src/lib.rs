@@ -1,0 +1,49 @@
+//! `ankusa-ui`: the operator console (`ankusa console`).
+//!
+//! Architecture (see `docs/console.md`):
+//! - [`app`]: the pure state and `update(msg) -> effects`; no terminal, no
+//!   store, no clock (time arrives as `Msg::Tick(now)`).
+//! - [`view`]: screens as functions of the state (ratatui).
+//! - [`data`]: opening the store (FOLLOW / READ-ONLY / WRITE) and answering
+//!   the screens' bounded requests on a worker thread.
+//! - [`keymap`]: keys as data; the help overlay is generated from it.
+//! - [`heatmap`], [`preview`], [`fmt`]: cell counting, redacted previews,
+//!   formatting.
+//! - [`term`]: the terminal: raw mode, alternate screen, restore on exit and
+//!   on panic, the event loop.
+//! - [`bench`]: `ankusa bench console`.
+
+pub mod app;
+pub mod bench;
+pub mod data;
+pub mod fmt;
+pub mod heatmap;
+pub mod keymap;
+pub mod preview;
+pub mod term;
+pub mod view;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What `ankusa console` was asked for.
+#[derive(Debug, Clone)]
+pub struct ConsoleOptions {
+    pub store: PathBuf,
+    pub read_only: bool,
+    pub write: bool,
+    pub refresh: Duration,
+}
+
+/// Runs the console until the operator quits. `log` is the tracing
+/// dispatcher whose events the log pane shows (the binary builds it with
+/// [`log_layer`]); the console's threads use it instead of the process's
+/// stderr logger, which would scribble over the screen.
+pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> color_eyre::Result<()> {
+    term::run(opts, log)
+}
+
+/// The tracing layer that feeds the log pane.
+pub fn log_layer() -> tui_logger::TuiTracingSubscriberLayer {
+    tui_logger::tracing_subscriber_layer()
+}

@@ -1,0 +1,167 @@
+//! The terminal side: refuse a non-terminal, enter raw mode and the
+//! alternate screen, run the event loop, and always restore the terminal:
+//! on return, on error (a guard's `Drop`) and on panic (a hook that restores
+//! before color-eyre's report prints).
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::TryRecvError;
+use std::time::Duration;
+
+use color_eyre::eyre::{bail, Result, WrapErr};
+use crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::{cursor, execute};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+
+use crate::app::{App, Effect, Header, MigrationState, Msg};
+use crate::data::{self, Event, Job, OpenRequest, Source};
+use crate::view::{self, Theme};
+use crate::ConsoleOptions;
+
+static ENTERED: AtomicBool = AtomicBool::new(false);
+
+/// Leaves the alternate screen, shows the cursor, leaves raw mode. Safe to
+/// call more than once and from the panic hook.
+pub fn restore() {
+    if ENTERED.swap(false, Ordering::SeqCst) {
+        let mut out = io::stdout();
+        let _ = execute!(out, LeaveAlternateScreen, cursor::Show);
+        let _ = terminal::disable_raw_mode();
+        let _ = out.flush();
+    }
+}
+
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> Result<Self> {
+        terminal::enable_raw_mode().wrap_err("cannot put the terminal in raw mode")?;
+        ENTERED.store(true, Ordering::SeqCst);
+        let guard = TerminalGuard;
+        execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)
+            .wrap_err("cannot enter the alternate screen")?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn install_panic_hook() {
+    // color-eyre's panic hook is already installed by the binary; run it
+    // after the terminal is back so its report is readable.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+}
+
+pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
+    if !io::stdout().is_terminal() {
+        bail!(
+            "stdout is not a terminal: `ankusa console` is interactive (run it over `ssh -t` or in tmux). \
+             For scripts use `ankusa tenants list --json` or `ankusa store info --json`."
+        );
+    }
+    let now = ankusa_store::system_now_ms();
+    let req = OpenRequest {
+        path: opts.store.clone(),
+        read_only: opts.read_only,
+        write: opts.write,
+    };
+    // Open before touching the terminal so a bad path is a plain error.
+    let src = Source::open(&req, now)
+        .wrap_err_with(|| format!("cannot open the console on {}", opts.store.display()))?;
+    let _log = tracing::dispatcher::set_default(&log);
+    let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
+    tui_logger::set_default_level(tui_logger::LevelFilter::Info);
+    tracing::info!(target: "console", "opened {} as {}", src.path.display(), src.mode.label());
+
+    let header = Header {
+        path: src.path.clone(),
+        mode: src.mode.clone(),
+        format: src.probe.format,
+        opened_at: now,
+        fresh_at: src.fresh_at,
+        daemon: None,
+    };
+    let migration = MigrationState {
+        format: src.probe.format,
+        migrating: src.probe.migrating,
+        progress: None,
+    };
+    let notices = src.notices.clone();
+    let (jobs, events, worker) = data::spawn_worker(src, log.clone())?;
+
+    install_panic_hook();
+    let guard = TerminalGuard::enter()?;
+    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
+        .wrap_err("cannot start the terminal UI")?;
+    term.clear()?;
+    let size = term.size()?;
+    let refresh_ms = u64::try_from(opts.refresh.as_millis()).unwrap_or(u64::MAX);
+    let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height);
+    app.notices = notices;
+    let theme = Theme::from_env();
+    let panic_for_test = std::env::var_os("ANKUSA_CONSOLE_TEST_PANIC").is_some();
+
+    let mut next_id = 0u64;
+    let mut pending: Vec<Effect> = app.update(Msg::Tick(now));
+    'main: loop {
+        for e in pending.drain(..) {
+            match e {
+                Effect::Quit => break 'main,
+                Effect::Fetch(req) => {
+                    next_id += 1;
+                    let job = Job {
+                        id: next_id,
+                        req,
+                        now: ankusa_store::system_now_ms(),
+                    };
+                    if jobs.send(job).is_err() {
+                        bail!("the console's data thread stopped");
+                    }
+                }
+            }
+        }
+        term.draw(|f| view::draw(f, &app, &theme))?;
+        if panic_for_test && app.overview.is_some() {
+            panic!("ANKUSA_CONSOLE_TEST_PANIC: a deliberate panic to test terminal restore");
+        }
+        if event::poll(Duration::from_millis(50))? {
+            match event::read()? {
+                TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
+                    pending.extend(app.update(Msg::Key(k)))
+                }
+                TermEvent::Resize(w, h) => pending.extend(app.update(Msg::Resize(w, h))),
+                _ => {}
+            }
+        }
+        loop {
+            match events.try_recv() {
+                Ok(Event::Reply { req, result, .. }) => {
+                    pending.extend(app.update(Msg::Reply(req, result)))
+                }
+                Ok(Event::Progress { progress, .. }) => {
+                    pending.extend(app.update(Msg::Progress(progress)))
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => bail!("the console's data thread stopped"),
+            }
+        }
+        pending.extend(app.update(Msg::Tick(ankusa_store::system_now_ms())));
+    }
+    drop(term);
+    drop(guard);
+    drop(jobs);
+    // An action under way finishes its current chunk (purge and replay are
+    // chunked and idempotent), then the worker ends.
+    let _ = worker.join();
+    Ok(())
+}

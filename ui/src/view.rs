@@ -1,0 +1,968 @@
+//! Views: pure functions of [`App`] drawing into a ratatui frame.
+
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, Wrap};
+use ratatui::Frame;
+
+use ankusa_store::counters::Field;
+use ankusa_store::values::Kind;
+
+use crate::app::{App, InputKind, Overlay, Screen, Stage, NAME_COL};
+use crate::data::{ActionScope, DaemonStatus, OpenMode};
+use crate::fmt::{age, bytes, cut, num, utc};
+use crate::heatmap::{glyph, legend, zoom_label};
+use crate::keymap::{self, Tab};
+use crate::preview::Body;
+
+/// Styles; all plain under `NO_COLOR`.
+#[derive(Debug, Clone, Copy)]
+pub struct Theme {
+    pub color: bool,
+}
+
+impl Theme {
+    /// Colour unless `NO_COLOR` is set to anything non-empty.
+    pub fn from_env() -> Self {
+        Theme {
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    fn title(&self) -> Style {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+    fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+    fn mode(&self, m: &OpenMode) -> Style {
+        let c = match m {
+            OpenMode::Follow { .. } => Color::Green,
+            OpenMode::ReadOnly => Color::Cyan,
+            OpenMode::Write => Color::Red,
+            OpenMode::NeedsMigration => Color::Yellow,
+        };
+        self.fg(c).add_modifier(Modifier::BOLD)
+    }
+    fn heat(&self, n: u32, cap: u32) -> Style {
+        let c = match n {
+            0 => Color::DarkGray,
+            1 => Color::Green,
+            2..=3 => Color::Yellow,
+            n if n <= cap => Color::LightRed,
+            _ => Color::Red,
+        };
+        self.fg(c)
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
+    let area = f.area();
+    let [head, tabs, body, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    f.render_widget(Paragraph::new(header_line(app, theme)), head);
+    f.render_widget(Paragraph::new(tabs_line(app, theme)), tabs);
+    match app.screen() {
+        Screen::Overview => overview(f, app, theme, body),
+        Screen::Tenants => tenants(f, app, theme, body),
+        Screen::Tenant { .. } => tenant(f, app, theme, body),
+        Screen::Heatmap => heatmap(f, app, theme, body),
+        Screen::Dlq { .. } => dlq(f, app, theme, body),
+        Screen::DeadDetail { .. } => dead_detail(f, app, theme, body),
+        Screen::Migration => migration(f, app, theme, body),
+        Screen::Log => log(f, theme, body),
+    }
+    f.render_widget(Paragraph::new(footer_line(app, theme)), foot);
+    for o in &app.overlays {
+        match o {
+            Overlay::Help(scroll) => help(f, app, *scroll, theme, area),
+            Overlay::Input { kind, text } => input(f, kind, text, theme, foot),
+            Overlay::Guard(g) => guard(f, app, &g.scope, &g.stage, theme, area),
+        }
+    }
+}
+
+fn header_line(app: &App, theme: &Theme) -> Line<'static> {
+    let h = &app.header;
+    let fresh = match h.mode {
+        OpenMode::Follow { .. } => format!("data {} old", age(app.now.saturating_sub(h.fresh_at))),
+        OpenMode::ReadOnly => format!("snapshot {} old", age(app.now.saturating_sub(h.opened_at))),
+        OpenMode::Write => "live (this console writes)".into(),
+        OpenMode::NeedsMigration => "not opened".into(),
+    };
+    let daemon = match (h.daemon, &h.mode) {
+        (Some(DaemonStatus::Running(pid)), _) | (None, &OpenMode::Follow { pid }) => {
+            format!("daemon pid {pid}")
+        }
+        (Some(DaemonStatus::NotRunning), OpenMode::Follow { .. }) => "daemon stopped".into(),
+        (Some(DaemonStatus::NotRunning), _) => "no daemon".into(),
+        (Some(DaemonStatus::NoneWeWrite), _) => "no daemon".into(),
+        (None, _) => "daemon ?".into(),
+    };
+    let format = h
+        .format
+        .map_or("format ?".into(), |f| format!("format {f}"));
+    let path = h.path.display().to_string();
+    let fixed = 20 + h.mode.label().len() + format.len() + fresh.len() + daemon.len();
+    let room = usize::from(app.width).saturating_sub(fixed).max(8);
+    let sep = || Span::raw(" │ ");
+    Line::from(vec![
+        Span::styled(" ankusa ", theme.title()),
+        Span::styled(h.mode.label(), theme.mode(&h.mode)),
+        sep(),
+        Span::raw(cut_left(&path, room)),
+        sep(),
+        Span::raw(format),
+        sep(),
+        Span::raw(fresh),
+        sep(),
+        Span::raw(daemon),
+    ])
+}
+
+fn cut_left(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        s.to_owned()
+    } else {
+        format!("…{}", s.chars().skip(n + 1 - max).collect::<String>())
+    }
+}
+
+fn tabs_line(app: &App, theme: &Theme) -> Line<'static> {
+    let cur = app.screen().tab();
+    let mut spans = vec![Span::raw(" ")];
+    for (i, t) in Tab::ALL.iter().enumerate() {
+        let label = format!("{} {}", i + 1, t.title());
+        if *t == cur {
+            spans.push(Span::styled(format!("[{label}]"), theme.selected()));
+        } else {
+            spans.push(Span::raw(format!(" {label} ")));
+        }
+        spans.push(Span::raw(" "));
+    }
+    if app.busy > 0 {
+        spans.push(Span::styled(" loading…", theme.fg(Color::Yellow)));
+    }
+    Line::from(spans)
+}
+
+fn footer_line(app: &App, theme: &Theme) -> Line<'static> {
+    if let Some(e) = &app.error {
+        return Line::from(Span::styled(
+            format!(" error: {e}"),
+            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+        ));
+    }
+    if !app.status.is_empty() {
+        return Line::from(format!(" {}", app.status));
+    }
+    if let Some(n) = app.notices.last() {
+        return Line::from(Span::styled(format!(" {n}"), theme.fg(Color::Yellow)));
+    }
+    let mut hint = String::from(" ? help  q back  / filter  : cmd  Enter open");
+    match app.screen() {
+        Screen::Tenants => hint.push_str("  s sort"),
+        Screen::Tenant { .. } => hint.push_str("  d DLQ"),
+        Screen::Heatmap => hint.push_str("  +/- zoom"),
+        Screen::Dlq { .. } => hint.push_str("  x mark"),
+        _ => {}
+    }
+    if app.can_write() {
+        match app.screen() {
+            Screen::Tenant { .. } => hint.push_str("  P purge  A replay all"),
+            Screen::Dlq { ord, .. } => {
+                hint.push_str("  R replay");
+                if ord.is_some() {
+                    hint.push_str("  A replay all");
+                }
+            }
+            Screen::DeadDetail { .. } => hint.push_str("  R replay"),
+            _ => {}
+        }
+    }
+    Line::from(hint)
+}
+
+fn block(title: String, theme: &Theme) -> Block<'static> {
+    Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(title, theme.title()))
+}
+
+fn loading(f: &mut Frame, title: String, theme: &Theme, area: Rect) {
+    f.render_widget(Paragraph::new(" loading…").block(block(title, theme)), area);
+}
+
+fn overview(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Some(o) = &app.overview else {
+        return loading(f, " Overview ".into(), theme, area);
+    };
+    let n = &o.node;
+    let oldest = match (&o.oldest, &o.oldest_name) {
+        (Some(d), name) => {
+            let a = d.age_ms(app.now);
+            format!(
+                "{}{} (tenant {}{})",
+                age(a),
+                if d.exact { "" } else { " (to the second)" },
+                name.as_deref().unwrap_or("?"),
+                if a == 0 { ", not yet due" } else { "" }
+            )
+        }
+        (None, _) => "nothing due".into(),
+    };
+    let daemon = match app.header.daemon {
+        Some(DaemonStatus::Running(pid)) => format!("running, pid {pid}"),
+        Some(DaemonStatus::NotRunning) => "not running".into(),
+        Some(DaemonStatus::NoneWeWrite) => {
+            "not running (this console holds the store for writing)".into()
+        }
+        None => "checking…".into(),
+    };
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            Span::styled(format!("  {k:<18}"), theme.fg(Color::Cyan)),
+            Span::raw(v),
+        ])
+    };
+    let mut lines = vec![
+        Line::from(""),
+        kv("pending", num(n.pending)),
+        kv("scheduled (retry)", num(n.scheduled)),
+        kv("inflight", num(n.inflight)),
+        kv("dead (DLQ)", num(n.dead)),
+        kv("bytes queued", bytes(n.bytes)),
+        kv("archive pending", num(n.archive_pending)),
+        Line::from(""),
+        kv("oldest due", oldest),
+        kv("tenants", num(i64::from(o.tenants))),
+        kv(
+            "active tenants",
+            format!(
+                "{}{}",
+                num(o.active as i64),
+                if o.active_capped {
+                    "+ (count capped)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        kv("daemon", daemon),
+    ];
+    for n in &app.notices {
+        lines.push(Line::from(Span::styled(
+            format!("  {n}"),
+            theme.fg(Color::Yellow),
+        )));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(
+        "  Enter: the oldest-due tenant   2: tenants   3: heatmap   4: DLQ",
+    ));
+    f.render_widget(
+        Paragraph::new(lines).block(block(" Overview (node counters) ".into(), theme)),
+        area,
+    );
+}
+
+fn counter_cells(c: &ankusa_store::Counters) -> Vec<String> {
+    vec![
+        num(c.pending),
+        num(c.scheduled),
+        num(c.inflight),
+        num(c.dead),
+        bytes(c.bytes),
+        num(c.archive_pending),
+    ]
+}
+
+const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", "dead", "bytes", "archive"];
+
+fn tenants(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let t = &app.tenants;
+    let order = match t.sort {
+        None => "ordinal order".to_owned(),
+        Some(fl) => format!("by {} ↓", fl.name()),
+    };
+    let mut title = format!(" Tenants ({order}");
+    if !t.filter.is_empty() {
+        title.push_str(&format!(", filter {:?}", t.filter));
+    }
+    match (&t.sort, &t.page, &t.ranked) {
+        (None, Some(p), _) => {
+            title.push_str(&format!(", page {}", t.back.len() + 1));
+            if !t.filter.is_empty() {
+                title.push_str(&format!(
+                    ", {} examined{}",
+                    p.scanned,
+                    if p.exhausted { ", end" } else { "" }
+                ));
+            }
+            title.push_str(&format!(", {} tenants)", num(i64::from(p.total))));
+        }
+        (Some(_), _, Some((_, rows, at))) => {
+            title.push_str(&format!(
+                ", page {}, top {} ranked {} ago; r re-ranks)",
+                t.rank_page + 1,
+                rows.len(),
+                age(app.now.saturating_sub(*at))
+            ));
+        }
+        _ => title.push(')'),
+    }
+    let rows = app.tenant_rows();
+    if rows.is_empty() && t.page.is_none() && t.ranked.is_none() {
+        return loading(f, title, theme, area);
+    }
+    let sort_col = t
+        .sort
+        .map(|f| Field::ALL.iter().position(|x| *x == f).unwrap_or(0));
+    let mut head = vec!["ord".to_owned(), "tenant".to_owned()];
+    for (i, h) in COUNTER_TITLES.iter().enumerate() {
+        head.push(if Some(i) == sort_col {
+            format!("{h}↓")
+        } else {
+            (*h).to_owned()
+        });
+    }
+    let body: Vec<Row> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, ti)| {
+            let mut cells = vec![ti.ord.to_string(), cut(&ti.id, NAME_COL)];
+            cells.extend(counter_cells(&ti.counters));
+            let r = Row::new(cells);
+            if i == t.sel {
+                r.style(theme.selected())
+            } else {
+                r
+            }
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(6),
+        Constraint::Length(NAME_COL as u16),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+    ];
+    let empty = rows.is_empty();
+    let table = Table::new(body, widths)
+        .header(Row::new(head).style(theme.title()))
+        .block(block(title, theme));
+    f.render_widget(table, area);
+    if empty {
+        let inner = Rect {
+            y: area.y + 2,
+            height: 1,
+            ..area.inner(ratatui::layout::Margin::new(1, 0))
+        };
+        f.render_widget(Paragraph::new("  no tenants match"), inner);
+    }
+}
+
+fn heat_axis(app: &App, spec: &crate::heatmap::HeatSpec, indent: usize) -> Line<'static> {
+    let mut s = " ".repeat(indent);
+    let left = format!("← overdue ({} buckets)", zoom_label(spec.bucket_ms));
+    let mut axis: Vec<char> = vec![' '; spec.cols];
+    for (i, c) in left
+        .chars()
+        .enumerate()
+        .take(spec.now_col.saturating_sub(1))
+    {
+        axis[i] = c;
+    }
+    axis[spec.now_col] = '▼';
+    for (i, c) in "now  retries →".chars().enumerate() {
+        if spec.now_col + 1 + i < spec.cols {
+            axis[spec.now_col + 1 + i] = c;
+        }
+    }
+    let _ = app;
+    s.extend(axis);
+    Line::from(s)
+}
+
+fn heat_cells(cells: &[u32], cap: u32, now_col: usize, theme: &Theme) -> Vec<Span<'static>> {
+    cells
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let g = if i == now_col && n == 0 {
+                '│'
+            } else {
+                glyph(n, cap)
+            };
+            Span::styled(g.to_string(), theme.heat(n, cap))
+        })
+        .collect()
+}
+
+fn tenant(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Some(t) = &app.tenant else {
+        return loading(f, " Tenant ".into(), theme, area);
+    };
+    let c = &t.counters;
+    let spec = app.heat_spec();
+    let dlq_rows = t.dlq.entries.len().max(1) as u16;
+    let [top, heat, dl] = Layout::vertical([
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Min(dlq_rows.min(3) + 3),
+    ])
+    .areas(area);
+    let first = match &t.first_due {
+        Some(r) if r.at <= app.now => {
+            format!("{} overdue (since {})", age(app.now - r.at), utc(r.at))
+        }
+        Some(r) => format!(
+            "in {} ({}, {})",
+            age(r.at - app.now),
+            utc(r.at),
+            if r.kind == Kind::Retry {
+                "a retry"
+            } else {
+                "first attempt"
+            }
+        ),
+        None => "nothing due".into(),
+    };
+    let lines = vec![
+        Line::from(vec![Span::raw(format!(
+            " pending {}   scheduled {}   inflight {}",
+            num(c.pending),
+            num(c.scheduled),
+            num(c.inflight)
+        ))]),
+        Line::from(format!(
+            " dead {}   bytes {}   archive pending {}",
+            num(c.dead),
+            bytes(c.bytes),
+            num(c.archive_pending)
+        )),
+        Line::from(format!(" oldest due: {first}")),
+        Line::from(" Enter/d: this tenant's DLQ   +/-: zoom the heatmap row"),
+    ];
+    f.render_widget(
+        Paragraph::new(lines).block(block(format!(" Tenant {} (ord {}) ", t.name, t.ord), theme)),
+        top,
+    );
+    let mut row = vec![Span::raw(" ".repeat(NAME_COL + 1))];
+    row.extend(heat_cells(&t.heat, spec.cap, spec.now_col, theme));
+    let heat_lines = vec![
+        heat_axis(app, &spec, NAME_COL + 1),
+        Line::from({
+            let mut v = vec![Span::raw(format!(
+                "{:<w$} ",
+                cut(&t.name, NAME_COL),
+                w = NAME_COL
+            ))];
+            v.extend(row.into_iter().skip(1));
+            v
+        }),
+        Line::from(format!("{}{}", " ".repeat(NAME_COL + 1), legend(spec.cap))),
+    ];
+    f.render_widget(
+        Paragraph::new(heat_lines).block(block(
+            format!(" Due rows by {} bucket ", zoom_label(spec.bucket_ms)),
+            theme,
+        )),
+        heat,
+    );
+    let rows: Vec<Row> = t
+        .dlq
+        .entries
+        .iter()
+        .map(|e| {
+            Row::new(vec![
+                utc(e.at),
+                age(app.now.saturating_sub(e.at)),
+                e.hook_id.clone(),
+                e.sink.to_string(),
+                e.source_id.clone(),
+            ])
+        })
+        .collect();
+    let title = format!(
+        " DLQ: newest {} of {} dead ",
+        t.dlq.entries.len(),
+        num(c.dead)
+    );
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(19),
+            Constraint::Length(8),
+            Constraint::Length(19),
+            Constraint::Length(4),
+            Constraint::Min(6),
+        ],
+    )
+    .header(Row::new(vec!["dead at (UTC)", "age", "hook", "sink", "source"]).style(theme.title()))
+    .block(block(title, theme));
+    f.render_widget(table, dl);
+}
+
+fn heatmap(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let spec = app.heat_spec();
+    let Some(h) = &app.heat.data else {
+        return loading(f, " Heatmap ".into(), theme, area);
+    };
+    let title = format!(
+        " Active tenants × due time ({} buckets, oldest first, rows {}-{}{}) ",
+        zoom_label(h.spec.bucket_ms),
+        h.offset + 1,
+        h.offset + h.rows.len(),
+        if h.more { ", more: PgDn" } else { "" }
+    );
+    let mut lines = vec![heat_axis(app, &h.spec, NAME_COL + 1)];
+    if h.rows.is_empty() {
+        lines.push(Line::from("  no tenant has work due"));
+    }
+    for (i, r) in h.rows.iter().enumerate() {
+        let name = Span::styled(
+            format!("{:<w$} ", cut(&r.name, NAME_COL), w = NAME_COL),
+            if i == app.heat.sel {
+                theme.selected()
+            } else {
+                Style::default()
+            },
+        );
+        let mut v = vec![name];
+        v.extend(heat_cells(&r.cells, h.spec.cap, h.spec.now_col, theme));
+        lines.push(Line::from(v));
+    }
+    let _ = spec;
+    let inner_h = area.height.saturating_sub(2) as usize;
+    while lines.len() + 1 < inner_h {
+        lines.push(Line::from(""));
+    }
+    lines.push(Line::from(format!(
+        "{}{}   +/- zoom",
+        " ".repeat(NAME_COL + 1),
+        legend(h.spec.cap)
+    )));
+    f.render_widget(Paragraph::new(lines).block(block(title, theme)), area);
+}
+
+fn dlq(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let (ord, name) = match app.screen() {
+        Screen::Dlq { ord, name } => (*ord, name.clone()),
+        _ => (None, None),
+    };
+    let who = match (ord, &name) {
+        (Some(_), Some(n)) => format!("tenant {n}"),
+        (Some(o), None) => format!("ord {o}"),
+        (None, _) => "all tenants".into(),
+    };
+    let Some(d) = &app.dlq.data else {
+        return loading(f, format!(" DLQ: {who} "), theme, area);
+    };
+    let title = format!(
+        " DLQ: {who}, newest first, page {}, {} dead{}{} ",
+        app.dlq.back.len() + 1,
+        num(d.total),
+        if app.dlq.marked.is_empty() {
+            String::new()
+        } else {
+            format!(", {} marked", app.dlq.marked.len())
+        },
+        if d.page.next.is_some() {
+            ", more: PgDn"
+        } else {
+            ""
+        }
+    );
+    let rows: Vec<Row> = d
+        .page
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mark = if app.dlq.marked.contains(&(e.at, e.seq, e.sink)) {
+                "*"
+            } else {
+                " "
+            };
+            let r = Row::new(vec![
+                format!("{mark}{}", utc(e.at)),
+                age(app.now.saturating_sub(e.at)),
+                cut(d.name(e.ord), 16),
+                e.hook_id.clone(),
+                e.sink.to_string(),
+                e.source_id.clone(),
+            ]);
+            if i == app.dlq.sel {
+                r.style(theme.selected())
+            } else {
+                r
+            }
+        })
+        .collect();
+    let empty = rows.is_empty();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(20),
+            Constraint::Length(7),
+            Constraint::Length(16),
+            Constraint::Length(19),
+            Constraint::Length(4),
+            Constraint::Min(6),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            " dead at (UTC)",
+            "age",
+            "tenant",
+            "hook",
+            "sink",
+            "source",
+        ])
+        .style(theme.title()),
+    )
+    .block(block(title, theme));
+    f.render_widget(table, area);
+    if empty {
+        let inner = Rect {
+            y: area.y + 2,
+            height: 1,
+            ..area.inner(ratatui::layout::Margin::new(1, 0))
+        };
+        f.render_widget(Paragraph::new("  the DLQ is empty"), inner);
+    }
+}
+
+fn dead_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Some(d) = &app.detail else {
+        return loading(f, " Dead delivery ".into(), theme, area);
+    };
+    let r = &d.row;
+    let mut lines = vec![
+        Line::from(format!(
+            " hook {}  sink {}  tenant {}  source {}",
+            r.hook_id, r.sink, d.tenant, r.source_id
+        )),
+        Line::from(format!(
+            " dead since {} ({} ago){}",
+            utc(r.at),
+            age(app.now.saturating_sub(r.at)),
+            if d.still_dead {
+                ""
+            } else {
+                "  — no longer dead (replayed or purged)"
+            }
+        )),
+        Line::from(Span::styled(" Delivery history", theme.title())),
+    ];
+    match &d.delivery {
+        Some(del) => {
+            lines.push(Line::from(format!(
+                "  {} attempt(s), {} bytes",
+                del.attempts, del.size
+            )));
+            for a in del.history.iter().rev() {
+                let status = if a.status == 0 {
+                    "no response".to_owned()
+                } else {
+                    format!("HTTP {}", a.status)
+                };
+                lines.push(Line::from(format!(
+                    "  {}  {:<11} {}",
+                    utc(a.at),
+                    status,
+                    cut(&a.error, 80)
+                )));
+            }
+        }
+        None => lines.push(Line::from("  (no delivery row)")),
+    }
+    match &d.preview {
+        Some(p) => {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    " Hook (source {}{})",
+                    p.source,
+                    p.idempotency_key
+                        .as_ref()
+                        .map_or(String::new(), |k| format!(", idempotency key {k}"))
+                ),
+                theme.title(),
+            )));
+            for (k, v) in &p.headers {
+                lines.push(Line::from(format!("  {k}: {v}")));
+            }
+            lines.push(Line::from(Span::styled(
+                format!(" Body ({} bytes)", p.body_len),
+                theme.title(),
+            )));
+            match &p.body {
+                Body::Empty => lines.push(Line::from("  (empty)")),
+                Body::Text { text, truncated } => {
+                    for l in text.lines() {
+                        lines.push(Line::from(format!("  {l}")));
+                    }
+                    if *truncated {
+                        lines.push(Line::from(format!(
+                            "  … cut at {} bytes",
+                            crate::preview::BODY_MAX
+                        )));
+                    }
+                }
+                Body::Binary { hex, truncated } => {
+                    lines.push(Line::from("  binary body:"));
+                    for l in hex {
+                        lines.push(Line::from(format!("  {l}")));
+                    }
+                    if *truncated {
+                        lines.push(Line::from(format!(
+                            "  … first {} bytes shown",
+                            crate::preview::HEX_MAX
+                        )));
+                    }
+                }
+            }
+        }
+        None => lines.push(Line::from(" (hook not found)")),
+    }
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(block(" Dead delivery ".into(), theme))
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn migration(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let m = &app.migration;
+    let fmt = m.format.map_or("unstamped".into(), |f| f.to_string());
+    let mut lines = vec![
+        Line::from(""),
+        Line::from(format!(
+            "  store format: {fmt} (this release reads format {})",
+            ankusa_store::FORMAT
+        )),
+    ];
+    let path = app.header.path.display().to_string();
+    if m.migrating {
+        lines.push(Line::from(Span::styled(
+            "  A migration to format 3 is in progress (m:migrating:3 is set).",
+            theme.fg(Color::Yellow),
+        )));
+        lines.push(Line::from(format!(
+            "  Resume it with: ankusa store migrate --store {path}"
+        )));
+    } else if m.format.is_some_and(|f| f < ankusa_store::FORMAT) {
+        lines.push(Line::from(Span::styled(
+            "  This store needs migrating before the console can show its queue.",
+            theme.fg(Color::Yellow),
+        )));
+        lines.push(Line::from(format!(
+            "  Take a backup, then run: ankusa store migrate --store {path}"
+        )));
+    } else {
+        lines.push(Line::from("  No migration needed."));
+    }
+    match &m.progress {
+        Some(p) => {
+            lines.push(Line::from(""));
+            lines.push(Line::from(format!(
+                "  phase {}   rows {}{}",
+                p.phase,
+                num(p.rows as i64),
+                p.rows_total
+                    .map_or(String::new(), |t| format!(" of {}", num(t as i64)))
+            )));
+            lines.push(Line::from(format!(
+                "  rate {:.0} rows/s   ETA {}",
+                p.rate_per_s,
+                p.eta_s.map_or("?".into(), |s| age(s * 1000))
+            )));
+        }
+        None if m.migrating || m.format.is_some_and(|f| f < ankusa_store::FORMAT) => {
+            lines.push(Line::from(""));
+            lines.push(Line::from(
+                "  Live progress (phase, rows, rate, ETA) appears here once the migration",
+            ));
+            lines.push(Line::from(
+                "  command reports it; the guided upgrade arrives with the migration work.",
+            ));
+        }
+        None => {}
+    }
+    f.render_widget(
+        Paragraph::new(lines).block(block(" Migration ".into(), theme)),
+        area,
+    );
+}
+
+fn log(f: &mut Frame, theme: &Theme, area: Rect) {
+    let w = tui_logger::TuiLoggerWidget::default()
+        .block(block(
+            " Log (console events; ANKUSA_LOG sets the level) ".into(),
+            theme,
+        ))
+        .output_separator(' ')
+        .output_timestamp(Some("%H:%M:%S".into()))
+        .output_target(false)
+        .output_file(false)
+        .output_line(false);
+    f.render_widget(w, area);
+}
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn help(f: &mut Frame, app: &App, scroll: u16, theme: &Theme, area: Rect) {
+    let lines: Vec<Line> = keymap::help_lines(app.can_write())
+        .into_iter()
+        .map(|(title, text)| match title {
+            Some(t) => Line::from(Span::styled(t, theme.title())),
+            None => Line::from(text),
+        })
+        .collect();
+    let r = centered(area, 78, area.height);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(block(" Keys (j/k scroll; ? or Esc closes) ".into(), theme))
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0)),
+        r,
+    );
+}
+
+fn input(f: &mut Frame, kind: &InputKind, text: &str, theme: &Theme, area: Rect) {
+    let prompt = match kind {
+        InputKind::Filter => "filter tenants: ",
+        InputKind::Command => ":",
+    };
+    f.render_widget(Clear, area);
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(prompt, theme.title()),
+            Span::raw(format!("{text}▏")),
+        ])),
+        area,
+    );
+}
+
+fn guard(f: &mut Frame, app: &App, scope: &ActionScope, stage: &Stage, theme: &Theme, area: Rect) {
+    let mut lines = vec![Line::from(format!(" Scope: {}", scope.describe()))];
+    if let ActionScope::ReplayRows { rows } = scope {
+        for r in rows.iter().take(3) {
+            lines.push(Line::from(format!(
+                "   {} sink {} dead at {}",
+                r.hook_id,
+                r.sink,
+                utc(r.at)
+            )));
+        }
+        if rows.len() > 3 {
+            lines.push(Line::from(format!("   … and {} more", rows.len() - 3)));
+        }
+    }
+    lines.push(Line::from(""));
+    match stage {
+        Stage::Counting => lines.push(Line::from(" Dry run: counting the rows this would touch…")),
+        Stage::Confirm { count, typed } => {
+            lines.push(Line::from(Span::styled(
+                format!(" Dry run: {} row(s) would change.", num(*count as i64)),
+                theme.title(),
+            )));
+            if let ActionScope::Purge { .. } = scope {
+                lines.push(Line::from(
+                    " Tab: pending+dead / pending only / dead only. Purged rows are gone.",
+                ));
+            } else {
+                lines.push(Line::from(
+                    " Replayed rows become due now and leave the DLQ.",
+                ));
+            }
+            lines.push(Line::from(format!(
+                " Type {:?} and press Enter to confirm; Esc cancels.",
+                scope.confirm_word()
+            )));
+            lines.push(Line::from(vec![
+                Span::raw(" > "),
+                Span::styled(format!("{typed}▏"), theme.title()),
+            ]));
+        }
+        Stage::Running(p) => {
+            lines.push(Line::from(format!(
+                " Running: {} of {} row(s)…",
+                num(p.done as i64),
+                num(p.total as i64)
+            )));
+            let w = 40usize;
+            let filled = if p.total == 0 {
+                w
+            } else {
+                (p.done.min(p.total) as usize * w) / p.total as usize
+            };
+            lines.push(Line::from(format!(
+                " [{}{}]",
+                "#".repeat(filled),
+                ".".repeat(w - filled)
+            )));
+        }
+        Stage::Done(Ok(r)) => {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    " Done: {} row(s) changed (dry run said {}).",
+                    num(r.touched as i64),
+                    num(r.expected as i64)
+                ),
+                theme.fg(Color::Green).add_modifier(Modifier::BOLD),
+            )));
+            lines.push(Line::from(" Enter or Esc closes and refreshes."));
+        }
+        Stage::Done(Err(e)) => {
+            lines.push(Line::from(Span::styled(
+                format!(" Failed: {e}"),
+                theme.fg(Color::Red),
+            )));
+            lines.push(Line::from(" Enter or Esc closes."));
+        }
+    }
+    let _ = app;
+    let w = 76u16.min(area.width);
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    let r = centered(area, w, rows as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .alignment(Alignment::Left)
+            .block(block(" Guarded action ".into(), theme))
+            .wrap(Wrap { trim: false }),
+        r,
+    );
+}

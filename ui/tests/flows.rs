@@ -1,0 +1,194 @@
+//! Heatmap cells counted from a real store, and the guarded actions end to
+//! end on a real store (WRITE mode): the dry-run count equals what the run
+//! touches, and the counters change.
+
+mod common;
+
+use ankusa_store::{queries, tenants, Store};
+use ankusa_ui::heatmap::{count_row, HeatSpec, CAP};
+use common::*;
+
+fn store_with(dir: &std::path::Path, rows: &[(&str, u64, u64)]) -> Store {
+    let s = Store::create_or_open(dir).expect("store");
+    let mut seq = 1;
+    for (tenant, n, at) in rows {
+        ingest(&s, tenant, *n, &mut seq, |_| *at);
+    }
+    s
+}
+
+#[test]
+fn heatmap_cells_count_due_rows_per_bucket_with_now_overdue_and_future() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = store_with(
+        dir.path(),
+        &[
+            ("acme", 3, NOW - 5_000),     // overdue 5 s
+            ("acme", 1, NOW - 1_000),     // overdue 1 s
+            ("acme", 2, NOW + 200),       // this second
+            ("acme", 1, NOW + 10_000),    // a retry in 10 s
+            ("acme", 2, NOW - 3_600_000), // an hour old: the leftmost column
+        ],
+    );
+    let ord = tenants::ord_of(&s, "acme").expect("read").expect("acme");
+    let spec = HeatSpec::new(1_000, 60);
+    let cells = count_row(&s, ord, &spec, NOW).expect("count");
+    let n = spec.now_col;
+    assert_eq!(cells[n - 5], 3);
+    assert_eq!(cells[n - 1], 1);
+    assert_eq!(cells[n], 2);
+    assert_eq!(cells[n + 10], 1);
+    assert_eq!(
+        cells[0], 2,
+        "older than the window goes to the first column"
+    );
+    assert_eq!(
+        cells.iter().sum::<u32>(),
+        9,
+        "every row counted once: {cells:?}"
+    );
+    // Zoomed out to 1 min, all but the hour-old rows share "now".
+    let spec = HeatSpec::new(60_000, 40);
+    let cells = count_row(&s, ord, &spec, NOW).expect("count");
+    let now_bucket_start = NOW - NOW % 60_000;
+    let expect_now: u32 = [
+        (NOW - 5_000, 3),
+        (NOW - 1_000, 1),
+        (NOW + 200, 2),
+        (NOW + 10_000, 1),
+    ]
+    .iter()
+    .filter(|(at, _)| *at >= now_bucket_start && *at < now_bucket_start + 60_000)
+    .map(|(_, n)| n)
+    .sum();
+    assert_eq!(cells[spec.now_col], expect_now, "{cells:?}");
+    assert_eq!(cells.iter().sum::<u32>(), 9);
+}
+
+#[test]
+fn a_crowded_cell_is_capped_and_does_not_hide_the_next_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = store_with(
+        dir.path(),
+        &[("big", 50, NOW - 2_000), ("big", 1, NOW - 1_000)],
+    );
+    let ord = tenants::ord_of(&s, "big").expect("read").expect("big");
+    let spec = HeatSpec::new(1_000, 20);
+    let cells = count_row(&s, ord, &spec, NOW).expect("count");
+    assert_eq!(cells[spec.now_col - 2], CAP + 1, "capped: {cells:?}");
+    assert_eq!(
+        cells[spec.now_col - 1],
+        1,
+        "the next cell still counted: {cells:?}"
+    );
+    assert_eq!(ankusa_ui::heatmap::glyph(cells[spec.now_col - 2], CAP), '█');
+}
+
+#[test]
+fn a_tenant_with_nothing_due_has_an_empty_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = store_with(dir.path(), &[("a", 1, NOW)]);
+    let spec = HeatSpec::new(1_000, 10);
+    assert_eq!(count_row(&s, 999, &spec, NOW).expect("count"), vec![0; 10]);
+}
+
+#[test]
+fn replaying_the_dead_only_tenant_moves_its_rows_and_changes_the_counters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), true);
+    let ord = tenants::ord_of(src.store().expect("open"), "dead-only")
+        .expect("read")
+        .expect("dead-only");
+    let before = queries::counters(src.store().expect("open"), ord).expect("counters");
+    assert!(before.dead > 0);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, ":dlq dead-only\nA");
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => {
+            assert_eq!(
+                g.stage,
+                ankusa_ui::app::Stage::Confirm {
+                    count: before.dead as u64,
+                    typed: String::new()
+                }
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    type_keys(&mut app, &mut src, "dead-only\n");
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::app::Stage::Done(Ok(r)) => {
+                assert_eq!(r.touched, before.dead as u64, "dry run == rows touched");
+                assert_eq!(r.expected, r.touched);
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    let after = queries::counters(src.store().expect("open"), ord).expect("counters");
+    assert_eq!(after.dead, 0);
+    assert_eq!(after.pending, before.pending + before.dead);
+    drop(src);
+    let s = Store::open_read_only(dir.path()).expect("ro");
+    let report = ankusa_store::check::run(&s, |_, _| {}).expect("check");
+    assert!(report.ok(), "{report:?}");
+}
+
+#[test]
+fn purging_a_tenant_removes_exactly_the_dry_run_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), true);
+    let s = src.store().expect("open");
+    let ord = tenants::ord_of(s, "tenant-000002")
+        .expect("read")
+        .expect("tenant");
+    let before = queries::counters(s, ord).expect("counters");
+    let node_before = queries::node_counters(s).expect("node");
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, ":tenant tenant-000002\nP");
+    type_keys(&mut app, &mut src, "tenant-000002\n");
+    let s = src.store().expect("open");
+    let after = queries::counters(s, ord).expect("counters");
+    assert_eq!((after.pending, after.scheduled, after.dead), (0, 0, 0));
+    assert_eq!(
+        after.inflight, before.inflight,
+        "inflight rows are never purged"
+    );
+    let purged = before.pending + before.scheduled + before.dead;
+    let node_after = queries::node_counters(s).expect("node");
+    assert_eq!(
+        node_before.pending + node_before.scheduled + node_before.dead - purged,
+        node_after.pending + node_after.scheduled + node_after.dead
+    );
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::app::Stage::Done(Ok(r)) => assert_eq!(r.touched as i64, purged),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn actions_refuse_to_run_without_write_mode_even_if_asked_directly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), false);
+    let s = src.store().expect("open");
+    let ord = tenants::ord_of(s, "dead-only")
+        .expect("read")
+        .expect("dead-only");
+    let req = ankusa_ui::data::Request::Execute(ankusa_ui::data::ActionScope::ReplayTenant {
+        ord,
+        tenant: "dead-only".into(),
+    });
+    let err = src
+        .execute(&req, NOW, &mut |_| {})
+        .expect_err("read-only must refuse");
+    assert!(err.to_string().contains("--write"), "{err}");
+}

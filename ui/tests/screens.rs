@@ -1,0 +1,183 @@
+//! Snapshots of every screen at 80×24 and 160×48 with a fixed clock, on a
+//! fixture store written at that clock. Stored under the top-level
+//! `snapshots/` directory.
+
+mod common;
+
+use ankusa_store::Store;
+use ankusa_ui::app::{App, Msg};
+use ankusa_ui::data::{OpenMode, Source};
+use common::*;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+fn each_size(name: &str, write: bool, setup: impl Fn(&mut App, &mut Source)) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), write);
+    for (w, h) in SIZES {
+        let mut app = app_for(&src, w, h);
+        start(&mut app, &mut src);
+        setup(&mut app, &mut src);
+        snap!(format!("{name}_{w}x{h}"), render(&app));
+    }
+}
+
+#[test]
+fn overview() {
+    each_size("overview", false, |_, _| {});
+}
+
+#[test]
+fn tenants_ordinal_order() {
+    each_size("tenants", false, |a, s| type_keys(a, s, "2"));
+}
+
+#[test]
+fn tenants_sorted_by_dead() {
+    // s cycles: pending, scheduled, inflight, dead.
+    each_size("tenants_by_dead", false, |a, s| type_keys(a, s, "2ssss"));
+}
+
+#[test]
+fn tenants_filtered() {
+    each_size("tenants_filtered", false, |a, s| {
+        type_keys(a, s, "2/00001\n")
+    });
+}
+
+#[test]
+fn tenant_detail() {
+    each_size("tenant_detail", false, |a, s| {
+        type_keys(a, s, ":tenant tenant-000002\n")
+    });
+}
+
+#[test]
+fn heatmap() {
+    each_size("heatmap", false, |a, s| type_keys(a, s, "3"));
+}
+
+#[test]
+fn heatmap_zoomed_out_to_one_minute() {
+    each_size("heatmap_1m", false, |a, s| type_keys(a, s, "3---"));
+}
+
+#[test]
+fn dlq_all_tenants() {
+    each_size("dlq", false, |a, s| type_keys(a, s, "4"));
+}
+
+#[test]
+fn dlq_of_one_tenant() {
+    each_size("dlq_tenant", false, |a, s| {
+        type_keys(a, s, ":dlq dead-only\n")
+    });
+}
+
+#[test]
+fn dead_delivery_detail() {
+    each_size("dead_detail", false, |a, s| type_keys(a, s, "4\n"));
+}
+
+#[test]
+fn migration_on_a_current_store() {
+    each_size("migration_current", false, |a, s| type_keys(a, s, "5"));
+}
+
+#[test]
+fn migration_needed_on_a_format_2_store() {
+    for (w, h) in SIZES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fixture_store(dir.path());
+        let src = open(dir.path(), false);
+        let mut app = app_for(&src, w, h);
+        app.header.mode = OpenMode::NeedsMigration;
+        app.header.format = Some(2);
+        app.migration.format = Some(2);
+        app.stack = vec![ankusa_ui::app::Screen::Migration];
+        snap!(format!("migration_needed_{w}x{h}"), render(&app));
+    }
+}
+
+#[test]
+fn log_pane() {
+    each_size("log", false, |a, s| type_keys(a, s, "6"));
+}
+
+#[test]
+fn help_overlay_read_only() {
+    each_size("help_read_only", false, |a, s| type_keys(a, s, "?"));
+}
+
+#[test]
+fn help_overlay_write_mode() {
+    each_size("help_write", true, |a, s| type_keys(a, s, "?"));
+}
+
+#[test]
+fn purge_guard_asks_for_the_tenant_name() {
+    each_size("guard_purge_confirm", true, |a, s| {
+        type_keys(a, s, ":tenant tenant-000002\nPtenant-0")
+    });
+}
+
+#[test]
+fn replay_guard_done() {
+    each_size("guard_replay_done", true, |a, s| {
+        type_keys(a, s, ":dlq dead-only\nR");
+        type_keys(a, s, "replay\n");
+    });
+}
+
+#[test]
+fn the_write_mode_header_and_a_store_the_console_never_creates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope");
+    let err = Source::open(
+        &ankusa_ui::data::OpenRequest {
+            path: missing.clone(),
+            read_only: false,
+            write: true,
+        },
+        NOW,
+    )
+    .expect_err("a missing store must not open");
+    assert!(err.to_string().contains("no such directory"), "{err}");
+    assert!(!missing.exists(), "opening created the directory");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let err = Source::open(
+        &ankusa_ui::data::OpenRequest {
+            path: empty.clone(),
+            ..Default::default()
+        },
+        NOW,
+    )
+    .expect_err("an empty dir is not a store");
+    assert!(err.to_string().contains("not an Ankusa store"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&empty).expect("readdir").count(),
+        0,
+        "opening wrote into the directory"
+    );
+    // The store is left as it was: no write without an action.
+    let sdir = dir.path().join("s");
+    fixture_store(&sdir);
+    let before = Store::open_read_only(&sdir)
+        .expect("ro")
+        .next_seq()
+        .expect("seq");
+    let mut src = open(&sdir, true);
+    assert_eq!(src.mode, OpenMode::Write);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, "234\n56");
+    let _ = app.update(Msg::Tick(NOW + 10_000));
+    drop(src);
+    let after = Store::open_read_only(&sdir)
+        .expect("ro")
+        .next_seq()
+        .expect("seq");
+    assert_eq!(before, after);
+}

@@ -1,0 +1,489 @@
+//! Pure state-update tests: key sequences and replies in, state and effects
+//! out. No terminal and no store.
+
+use std::path::PathBuf;
+
+use ankusa_store::counters::Field;
+use ankusa_store::queries::{DlqCursor, DlqPage};
+use ankusa_store::rows::DeadRow;
+use ankusa_store::tenants::TenantInfo;
+use ankusa_store::Counters;
+use ankusa_ui::app::{App, Effect, Header, MigrationState, Msg, Overlay, Screen, Stage};
+use ankusa_ui::data::{
+    ActionResult, ActionScope, DlqData, OpenMode, Reply, Request, TenantsPage, TenantsQuery,
+};
+use ankusa_ui::keymap::{self, KEYMAP};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+const NOW: u64 = 1_700_000_000_000;
+
+fn app(mode: OpenMode) -> App {
+    let header = Header {
+        path: PathBuf::from("/s"),
+        mode,
+        format: Some(3),
+        opened_at: NOW,
+        fresh_at: NOW,
+        daemon: None,
+    };
+    App::new(header, MigrationState::default(), 2000, NOW, 80, 24)
+}
+
+fn k(c: char) -> Msg {
+    Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn kc(c: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(c, KeyModifiers::NONE))
+}
+
+fn keys(a: &mut App, s: &str) -> Vec<Effect> {
+    let mut out = Vec::new();
+    for c in s.chars() {
+        out.extend(a.update(match c {
+            '\n' => kc(KeyCode::Enter),
+            '\x1b' => kc(KeyCode::Esc),
+            c => k(c),
+        }));
+    }
+    out
+}
+
+fn fetches(e: &[Effect]) -> Vec<&Request> {
+    e.iter()
+        .filter_map(|e| match e {
+            Effect::Fetch(r) => Some(r),
+            Effect::Quit => None,
+        })
+        .collect()
+}
+
+fn tenant(ord: u32, id: &str, dead: i64) -> TenantInfo {
+    TenantInfo {
+        ord,
+        id: id.into(),
+        counters: Counters {
+            dead,
+            ..Counters::default()
+        },
+    }
+}
+
+fn dead(ord: u32, at: u64, seq: u64) -> DeadRow {
+    DeadRow {
+        ord,
+        at,
+        seq,
+        sink: 0,
+        source_id: "s".into(),
+        hook_id: format!("hk_{seq:016x}"),
+    }
+}
+
+/// Answers every fetch with a reply (or an error) so `busy` drains.
+fn answer(
+    a: &mut App,
+    e: Vec<Effect>,
+    mut f: impl FnMut(&Request) -> Option<Reply>,
+) -> Vec<Effect> {
+    let mut out = Vec::new();
+    for r in fetches(&e).into_iter().cloned().collect::<Vec<_>>() {
+        let reply = f(&r).ok_or_else(|| "unanswered".to_owned());
+        out.extend(a.update(Msg::Reply(r, reply)));
+    }
+    out
+}
+
+#[test]
+fn the_first_tick_refreshes_and_a_slow_refresh_is_not_piled_up() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = a.update(Msg::Tick(NOW));
+    assert_eq!(fetches(&e), [&Request::Refresh, &Request::Overview]);
+    assert_eq!(a.busy, 2);
+    // The store is slow: ticks past the refresh interval send nothing more.
+    assert!(a.update(Msg::Tick(NOW + 5_000)).is_empty());
+    assert!(a.update(Msg::Tick(NOW + 60_000)).is_empty());
+    // Input still works while waiting.
+    keys(&mut a, "?");
+    assert_eq!(a.overlays, [Overlay::Help(0)]);
+    keys(&mut a, "\x1b");
+    answer(&mut a, e, |_| None);
+    assert_eq!(a.busy, 0);
+    assert!(!a.update(Msg::Tick(NOW + 61_000)).is_empty());
+    // Not again before the interval.
+    assert!(a.update(Msg::Tick(NOW + 61_500)).is_empty() || a.busy > 0);
+}
+
+#[test]
+fn navigation_keys_move_within_the_page_and_enter_opens_a_tenant() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = keys(&mut a, "2");
+    assert_eq!(*a.screen(), Screen::Tenants);
+    let rows: Vec<TenantInfo> = (1..=5).map(|i| tenant(i, &format!("t{i}"), 0)).collect();
+    answer(&mut a, e, |r| match r {
+        Request::Tenants(q) => Some(Reply::Tenants(TenantsPage {
+            query: q.clone(),
+            rows: rows.clone(),
+            exact: None,
+            next_after: Some(5),
+            scanned: 5,
+            exhausted: true,
+            total: 5,
+        })),
+        _ => None,
+    });
+    keys(&mut a, "jjjjjjjj");
+    assert_eq!(a.tenants.sel, 4, "j stops at the last row");
+    keys(&mut a, "kk");
+    assert_eq!(a.tenants.sel, 2);
+    a.update(kc(KeyCode::Up));
+    assert_eq!(a.tenants.sel, 1);
+    keys(&mut a, "G");
+    assert_eq!(a.tenants.sel, 4);
+    keys(&mut a, "g");
+    assert_eq!(a.tenants.sel, 0);
+    keys(&mut a, "j");
+    let e = keys(&mut a, "\n");
+    assert_eq!(*a.screen(), Screen::Tenant { ord: 2 });
+    assert!(matches!(fetches(&e)[..], [Request::Tenant { ord: 2, .. }]));
+    // q goes back, then quits from the top screen.
+    keys(&mut a, "q");
+    assert_eq!(*a.screen(), Screen::Tenants);
+    let e = keys(&mut a, "q");
+    assert_eq!(e, [Effect::Quit]);
+    assert!(a.quit);
+}
+
+#[test]
+fn paging_the_dlq_follows_cursors_forward_and_back() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = keys(&mut a, "4");
+    let page = |cursor: Option<DlqCursor>| DlqData {
+        ord: None,
+        cursor,
+        page: DlqPage {
+            entries: vec![dead(1, NOW - 10, 9), dead(1, NOW - 20, 8)],
+            next: Some(DlqCursor {
+                at: NOW - 20,
+                seq: 8,
+                sink: 0,
+            }),
+        },
+        names: vec![(1, "acme".into())],
+        total: 100,
+    };
+    answer(&mut a, e, |r| match r {
+        Request::Dlq { cursor, .. } => Some(Reply::Dlq(page(*cursor))),
+        _ => None,
+    });
+    let e = a.update(kc(KeyCode::PageDown));
+    match fetches(&e)[..] {
+        [Request::Dlq {
+            cursor: Some(c),
+            ord: None,
+            ..
+        }] => assert_eq!(c.seq, 8),
+        ref other => panic!("{other:?}"),
+    }
+    answer(&mut a, e, |r| match r {
+        Request::Dlq { cursor, .. } => Some(Reply::Dlq(page(*cursor))),
+        _ => None,
+    });
+    let e = a.update(kc(KeyCode::PageUp));
+    assert!(matches!(
+        fetches(&e)[..],
+        [Request::Dlq { cursor: None, .. }]
+    ));
+}
+
+#[test]
+fn colon_commands_resolve_a_tenant_then_open_its_dlq() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = keys(&mut a, ":dlq acme\n");
+    assert_eq!(
+        fetches(&e),
+        [&Request::TenantByName {
+            name: "acme".into(),
+            dlq: true
+        }]
+    );
+    let e = answer(&mut a, e, |_| {
+        Some(Reply::TenantByName("acme".into(), Some(7)))
+    });
+    assert_eq!(
+        *a.screen(),
+        Screen::Dlq {
+            ord: Some(7),
+            name: Some("acme".into())
+        }
+    );
+    assert!(matches!(
+        fetches(&e)[..],
+        [Request::Dlq { ord: Some(7), .. }]
+    ));
+    // Unknown names say so.
+    let e = keys(&mut a, ":tenant nobody\n");
+    answer(&mut a, e, |_| {
+        Some(Reply::TenantByName("nobody".into(), None))
+    });
+    assert!(a.status.contains("no tenant named"), "{}", a.status);
+    keys(&mut a, ":bogus\n");
+    assert!(a.status.contains("unknown command"));
+}
+
+#[test]
+fn filter_and_sort_ask_for_the_right_reads() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = keys(&mut a, "2");
+    answer(&mut a, e, |_| None);
+    let e = keys(&mut a, "/acme\n");
+    match fetches(&e)[..] {
+        [Request::Tenants(TenantsQuery {
+            filter,
+            after: None,
+            ..
+        })] => assert_eq!(filter, "acme"),
+        ref other => panic!("{other:?}"),
+    }
+    answer(&mut a, e, |_| None);
+    // The first sort key ranks once...
+    let e = keys(&mut a, "s");
+    assert!(matches!(
+        fetches(&e)[..],
+        [Request::Rank {
+            field: Field::Pending,
+            ..
+        }]
+    ));
+    let ranked = vec![
+        tenant(3, "acme-big", 9),
+        tenant(4, "other", 5),
+        tenant(5, "acme-small", 1),
+    ];
+    answer(&mut a, e, |r| match r {
+        Request::Rank { field, .. } => Some(Reply::Ranked {
+            field: *field,
+            rows: ranked.clone(),
+            at: NOW,
+        }),
+        _ => None,
+    });
+    // ...the filter applies to the ranking...
+    let ids: Vec<&str> = a.tenant_rows().iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["acme-big", "acme-small"]);
+    // ...and a refresh re-reads only the visible rows' counters.
+    let e = a.update(Msg::Tick(NOW + 10_000));
+    assert_eq!(
+        fetches(&e),
+        [&Request::Refresh, &Request::CountersOf(vec![3, 5])]
+    );
+}
+
+#[test]
+fn guarded_actions_are_hidden_without_write_mode() {
+    for mode in [OpenMode::ReadOnly, OpenMode::Follow { pid: 42 }] {
+        let mut a = app(mode);
+        a.stack.push(Screen::Tenant { ord: 3 });
+        a.tenant = Some(ankusa_ui::data::TenantDetail {
+            ord: 3,
+            name: "acme".into(),
+            counters: Counters::default(),
+            first_due: None,
+            heat: vec![],
+            dlq: DlqPage {
+                entries: vec![],
+                next: None,
+            },
+        });
+        for c in ['P', 'A'] {
+            let e = keys(&mut a, &c.to_string());
+            assert!(e.is_empty(), "{c} in {:?} must do nothing", a.header.mode);
+            assert!(a.overlays.is_empty());
+            assert!(a.status.contains("WRITE mode"), "{}", a.status);
+        }
+        let help: Vec<String> = keymap::help_lines(false)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        assert!(
+            !help.iter().any(|l| l.contains("purge this tenant")),
+            "help lists a write action"
+        );
+        assert!(help.iter().any(|l| l.contains("admin API")));
+    }
+}
+
+#[test]
+fn purge_goes_through_dry_run_typed_name_progress_and_result() {
+    let mut a = app(OpenMode::Write);
+    a.stack.push(Screen::Tenant { ord: 3 });
+    a.tenant = Some(ankusa_ui::data::TenantDetail {
+        ord: 3,
+        name: "acme".into(),
+        counters: Counters::default(),
+        first_due: None,
+        heat: vec![],
+        dlq: DlqPage {
+            entries: vec![],
+            next: None,
+        },
+    });
+    let e = keys(&mut a, "P");
+    let scope = match fetches(&e)[..] {
+        [Request::DryRun(s @ ActionScope::Purge { ord: 3, .. })] => s.clone(),
+        ref other => panic!("{other:?}"),
+    };
+    answer(&mut a, e, |_| Some(Reply::DryRun(scope.clone(), 12)));
+    assert!(
+        matches!(&a.overlays[..], [Overlay::Guard(g)] if g.stage == Stage::Confirm { count: 12, typed: String::new() })
+    );
+    // A wrong name does not run anything.
+    let e = keys(&mut a, "acm\n");
+    assert!(fetches(&e).is_empty());
+    assert!(a.status.contains("exactly"));
+    // Esc at this stage cancels.
+    let mut cancelled = a.clone();
+    keys(&mut cancelled, "\x1b");
+    assert!(cancelled.overlays.is_empty());
+    // The right name runs it.
+    let e = keys(&mut a, "e\n");
+    assert_eq!(fetches(&e), [&Request::Execute(scope.clone())]);
+    a.update(Msg::Progress(ankusa_ui::data::Progress {
+        done: 5,
+        total: 12,
+    }));
+    assert!(
+        matches!(&a.overlays[..], [Overlay::Guard(g)] if matches!(g.stage, Stage::Running(p) if p.done == 5))
+    );
+    // Keys cannot interrupt a running action.
+    keys(&mut a, "\x1b");
+    assert_eq!(a.overlays.len(), 1);
+    answer(&mut a, e, |_| {
+        Some(Reply::Done(ActionResult {
+            scope: scope.clone(),
+            expected: 12,
+            touched: 12,
+        }))
+    });
+    assert!(
+        matches!(&a.overlays[..], [Overlay::Guard(g)] if matches!(&g.stage, Stage::Done(Ok(r)) if r.touched == 12))
+    );
+    let e = keys(&mut a, "\n");
+    assert!(a.overlays.is_empty());
+    assert!(
+        fetches(&e).contains(&&Request::Refresh),
+        "closing the result refreshes"
+    );
+}
+
+#[test]
+fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
+    let mut a = app(OpenMode::Write);
+    a.stack.push(Screen::Tenant { ord: 3 });
+    a.tenant = Some(ankusa_ui::data::TenantDetail {
+        ord: 3,
+        name: "acme".into(),
+        counters: Counters::default(),
+        first_due: None,
+        heat: vec![],
+        dlq: DlqPage {
+            entries: vec![],
+            next: None,
+        },
+    });
+    let e = keys(&mut a, "P");
+    answer(&mut a, e, |r| match r {
+        Request::DryRun(s) => Some(Reply::DryRun(s.clone(), 3)),
+        _ => None,
+    });
+    let e = a.update(kc(KeyCode::Tab));
+    match fetches(&e)[..] {
+        [Request::DryRun(ActionScope::Purge { kinds, .. })] => {
+            assert!(kinds.pending && !kinds.dead)
+        }
+        ref other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn marked_dlq_rows_are_the_replay_scope() {
+    let mut a = app(OpenMode::Write);
+    let e = keys(&mut a, "4");
+    answer(&mut a, e, |r| match r {
+        Request::Dlq { cursor, .. } => Some(Reply::Dlq(DlqData {
+            ord: None,
+            cursor: *cursor,
+            page: DlqPage {
+                entries: vec![
+                    dead(1, NOW - 1, 3),
+                    dead(2, NOW - 2, 2),
+                    dead(1, NOW - 3, 1),
+                ],
+                next: None,
+            },
+            names: vec![],
+            total: 3,
+        })),
+        _ => None,
+    });
+    keys(&mut a, "xjx");
+    assert_eq!(a.dlq.marked.len(), 2);
+    let e = keys(&mut a, "R");
+    match fetches(&e)[..] {
+        [Request::DryRun(ActionScope::ReplayRows { rows })] => {
+            let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
+            assert_eq!(seqs, [3, 1]);
+        }
+        ref other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn zoom_stays_within_one_second_and_one_hour() {
+    let mut a = app(OpenMode::ReadOnly);
+    keys(&mut a, "3");
+    keys(&mut a, "++++");
+    assert_eq!(a.heat_spec().bucket_ms, 1_000);
+    keys(&mut a, "----------");
+    assert_eq!(a.heat_spec().bucket_ms, 3_600_000);
+    keys(&mut a, "+");
+    assert_eq!(a.heat_spec().bucket_ms, 900_000);
+}
+
+#[test]
+fn help_is_generated_from_every_binding_in_the_keymap() {
+    let help: Vec<String> = keymap::help_lines(true)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    for b in KEYMAP {
+        assert!(
+            help.iter()
+                .any(|l| l.contains(b.label) && l.contains(b.help)),
+            "{} missing from help",
+            b.label
+        );
+        for key in b.keys {
+            let ev = match key {
+                keymap::Key::Char(c) => KeyEvent::new(KeyCode::Char(*c), KeyModifiers::NONE),
+                keymap::Key::Code(c) => KeyEvent::new(*c, KeyModifiers::NONE),
+            };
+            assert_eq!(
+                keymap::lookup(&ev),
+                Some(b.action),
+                "{key:?} does not do what help says"
+            );
+        }
+    }
+}
+
+#[test]
+fn resize_refetches_with_the_new_page_size() {
+    let mut a = app(OpenMode::ReadOnly);
+    keys(&mut a, "2");
+    let e = a.update(Msg::Resize(160, 48));
+    match fetches(&e)[..] {
+        [Request::Tenants(q)] => assert_eq!(q.limit, 42),
+        ref other => panic!("{other:?}"),
+    }
+}
