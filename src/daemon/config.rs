@@ -1,0 +1,773 @@
+//! The daemon's configuration: a TOML file read with serde.
+//!
+//! Owns: the file's schema (every key, its default and its range, mirrored in
+//! `docs/configuration.md`), and turning it into [`Settings`], the checked
+//! form the rest of the daemon uses.
+//!
+//! Invariants:
+//! - Unknown keys are errors (`deny_unknown_fields` everywhere): a typo must
+//!   not silently fall back to a default.
+//! - Ranges are checked *while* deserializing (the bounded types below), so
+//!   toml's error span points at the offending value and every error names
+//!   the file, the line and the key.
+//! - Checks that span several keys (duplicate source ids, `tenant` with
+//!   `tenant_header`) keep the source's span and report its line too.
+//! - Secrets (tokens, signing secrets) never appear in `Debug` output or in
+//!   error messages.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::http::HeaderName;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+/// Longest source id: it is a URL path segment and is stored with every hook.
+pub const MAX_SOURCE_ID: usize = 64;
+/// Sinks per source: a hook owes one delivery row per sink.
+pub const MAX_SINKS: usize = 64;
+/// Extra headers a source may keep with its hooks.
+pub const MAX_FORWARD_HEADERS: usize = 16;
+const MIB: u64 = 1024 * 1024;
+
+/// A configuration error, already rendered with file, line and key.
+#[derive(Debug)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// An unsigned integer that must lie in `MIN..=MAX`; checked as it is read
+/// so the error carries the value's position in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Int<const MIN: u64, const MAX: u64>(pub u64);
+
+impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Int<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = u64::deserialize(d)?;
+        if !(MIN..=MAX).contains(&v) {
+            return Err(D::Error::custom(format!(
+                "must be between {MIN} and {MAX}, got {v}"
+            )));
+        }
+        Ok(Int(v))
+    }
+}
+
+/// A duration written the human way (`"250ms"`, `"30s"`, `"5m"`), in
+/// `MIN_MS..=MAX_MS` milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur<const MIN_MS: u64, const MAX_MS: u64>(pub Duration);
+
+impl<'de, const MIN_MS: u64, const MAX_MS: u64> Deserialize<'de> for Dur<MIN_MS, MAX_MS> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let v = humantime::parse_duration(s.trim()).map_err(|e| {
+            D::Error::custom(format!(
+                "`{s}` is not a duration ({e}); write e.g. \"500ms\", \"30s\", \"5m\""
+            ))
+        })?;
+        let (lo, hi) = (Duration::from_millis(MIN_MS), Duration::from_millis(MAX_MS));
+        if v < lo || v > hi {
+            return Err(D::Error::custom(format!(
+                "must be between {} and {}, got {s}",
+                humantime::format_duration(lo),
+                humantime::format_duration(hi)
+            )));
+        }
+        Ok(Dur(v))
+    }
+}
+
+/// A secret string: kept out of `Debug`.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub store: StoreSection,
+    #[serde(default)]
+    pub http: HttpSection,
+    #[serde(default)]
+    pub writer: WriterSection,
+    #[serde(default)]
+    pub ingest: IngestSection,
+    #[serde(default)]
+    pub tenants: TenantsSection,
+    #[serde(default)]
+    pub sources: Vec<Spanned<SourceConfig>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// Store directory; relative paths are relative to the config file.
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    #[serde(default = "default_listen", deserialize_with = "de_addr")]
+    pub listen: SocketAddr,
+    #[serde(default = "default_max_body")]
+    pub max_body: Int<1, { 64 * MIB }>,
+    #[serde(default = "default_body_timeout")]
+    pub body_timeout: Dur<100, 600_000>,
+    #[serde(default = "default_max_requests")]
+    pub max_requests: Int<1, 1_000_000>,
+    #[serde(default = "default_shutdown_timeout")]
+    pub shutdown_timeout: Dur<1_000, 3_600_000>,
+    #[serde(default = "yes")]
+    pub metrics: bool,
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            max_body: default_max_body(),
+            body_timeout: default_body_timeout(),
+            max_requests: default_max_requests(),
+            shutdown_timeout: default_shutdown_timeout(),
+            metrics: true,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriterSection {
+    #[serde(default = "default_queue")]
+    pub queue: Int<1, 1_000_000>,
+    #[serde(default = "default_queue_bytes")]
+    pub queue_bytes: Int<{ MIB }, { 16 * 1024 * MIB }>,
+    #[serde(default = "default_max_batch")]
+    pub max_batch: Int<1, 65_536>,
+    #[serde(default = "default_max_batch_bytes")]
+    pub max_batch_bytes: Int<1024, { 256 * MIB }>,
+    #[serde(default = "default_linger")]
+    pub linger: Dur<0, 100>,
+}
+
+impl Default for WriterSection {
+    fn default() -> Self {
+        Self {
+            queue: default_queue(),
+            queue_bytes: default_queue_bytes(),
+            max_batch: default_max_batch(),
+            max_batch_bytes: default_max_batch_bytes(),
+            linger: default_linger(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestSection {
+    #[serde(default = "default_dedupe_ttl")]
+    pub dedupe_ttl: Dur<1_000, { 30 * 86_400_000 }>,
+    #[serde(default = "default_sweep_interval")]
+    pub dedupe_sweep_interval: Dur<100, 3_600_000>,
+    #[serde(default = "default_sweep_batch")]
+    pub dedupe_sweep_batch: Int<1, 100_000>,
+}
+
+impl Default for IngestSection {
+    fn default() -> Self {
+        Self {
+            dedupe_ttl: default_dedupe_ttl(),
+            dedupe_sweep_interval: default_sweep_interval(),
+            dedupe_sweep_batch: default_sweep_batch(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantsSection {
+    #[serde(default = "default_tenants_max")]
+    pub max: Int<1, { u32::MAX as u64 - 1 }>,
+}
+
+impl Default for TenantsSection {
+    fn default() -> Self {
+        Self {
+            max: default_tenants_max(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub id: String,
+    pub tenant: Option<String>,
+    pub tenant_header: Option<String>,
+    pub token: Option<Secret>,
+    pub signing_secret: Option<Secret>,
+    #[serde(default = "default_tolerance")]
+    pub signature_tolerance: Dur<1_000, 3_600_000>,
+    pub max_body: Option<Int<1, { 64 * MIB }>>,
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
+    #[serde(default)]
+    pub sinks: Vec<SinkConfig>,
+}
+
+/// A delivery target. Only the count matters to ingest (one delivery row per
+/// sink, numbered by position); the rest is read by dispatch.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    pub url: String,
+    // Read by dispatch (the next part of the daemon); parsed and checked
+    // now so a config written today stays valid.
+    #[allow(dead_code)]
+    #[serde(default = "default_sink_timeout")]
+    pub timeout: Dur<100, 300_000>,
+    #[allow(dead_code)]
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: Int<1, 100>,
+    #[serde(default = "default_backoff_initial")]
+    pub backoff_initial: Dur<10, 3_600_000>,
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max: Dur<1_000, { 7 * 86_400_000 }>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn default_max_body() -> Int<1, { 64 * MIB }> {
+    Int(MIB)
+}
+fn default_body_timeout() -> Dur<100, 600_000> {
+    Dur(Duration::from_secs(30))
+}
+fn default_max_requests() -> Int<1, 1_000_000> {
+    Int(1024)
+}
+fn default_shutdown_timeout() -> Dur<1_000, 3_600_000> {
+    Dur(Duration::from_secs(30))
+}
+fn default_queue() -> Int<1, 1_000_000> {
+    Int(4096)
+}
+fn default_queue_bytes() -> Int<{ MIB }, { 16 * 1024 * MIB }> {
+    Int(256 * MIB)
+}
+fn default_max_batch() -> Int<1, 65_536> {
+    Int(1024)
+}
+fn default_max_batch_bytes() -> Int<1024, { 256 * MIB }> {
+    Int(8 * MIB)
+}
+fn default_linger() -> Dur<0, 100> {
+    Dur(Duration::from_millis(1))
+}
+fn default_dedupe_ttl() -> Dur<1_000, { 30 * 86_400_000 }> {
+    Dur(Duration::from_secs(86_400))
+}
+fn default_sweep_interval() -> Dur<100, 3_600_000> {
+    Dur(Duration::from_secs(10))
+}
+fn default_sweep_batch() -> Int<1, 100_000> {
+    Int(1000)
+}
+fn default_tenants_max() -> Int<1, { u32::MAX as u64 - 1 }> {
+    Int(u64::from(ankusa_store::tenants::DEFAULT_MAX))
+}
+fn default_tolerance() -> Dur<1_000, 3_600_000> {
+    Dur(Duration::from_secs(300))
+}
+fn default_sink_timeout() -> Dur<100, 300_000> {
+    Dur(Duration::from_secs(10))
+}
+fn default_max_attempts() -> Int<1, 100> {
+    Int(10)
+}
+fn default_backoff_initial() -> Dur<10, 3_600_000> {
+    Dur(Duration::from_secs(1))
+}
+fn default_backoff_max() -> Dur<1_000, { 7 * 86_400_000 }> {
+    Dur(Duration::from_secs(3600))
+}
+
+fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(|_| {
+        D::Error::custom(format!(
+            "`{s}` is not an address; write IP:PORT, e.g. \"127.0.0.1:8080\""
+        ))
+    })
+}
+
+/// How a source finds the tenant of a hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantRule {
+    /// Every hook of the source belongs to this tenant (`default` when the
+    /// source names none).
+    Fixed(String),
+    /// The tenant is in this request header, which is required.
+    Header(HeaderName),
+}
+
+/// A source, checked and ready for the request path.
+#[derive(Clone)]
+pub struct Source {
+    pub id: String,
+    pub tenant: TenantRule,
+    /// SHA-256 of the ingest token: compared in constant time against the
+    /// digest of the presented one, so neither content nor length leaks.
+    pub token_digest: Option<[u8; 32]>,
+    /// The decoded HMAC key of the Standard Webhooks signing secret.
+    pub signing_key: Option<Vec<u8>>,
+    pub signature_tolerance: Duration,
+    pub max_body: usize,
+    /// Request headers stored with each hook (lowercase), content-type and
+    /// webhook-id first.
+    pub keep_headers: Vec<HeaderName>,
+    pub sinks: Vec<SinkConfig>,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("id", &self.id)
+            .field("tenant", &self.tenant)
+            .field("token", &self.token_digest.map(|_| "<redacted>"))
+            .field(
+                "signing_secret",
+                &self.signing_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("sinks", &self.sinks.len())
+            .finish()
+    }
+}
+
+/// The writer's knobs.
+#[derive(Debug, Clone)]
+pub struct WriterSettings {
+    pub queue: usize,
+    pub queue_bytes: usize,
+    pub max_batch: usize,
+    pub max_batch_bytes: usize,
+    pub linger: Duration,
+    pub dedupe_ttl: Duration,
+    pub sweep_interval: Duration,
+    pub sweep_batch: usize,
+    pub tenants_max: u32,
+}
+
+/// Everything the daemon needs, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config_path: PathBuf,
+    pub store_path: PathBuf,
+    pub listen: SocketAddr,
+    pub max_body: usize,
+    pub body_timeout: Duration,
+    pub max_requests: usize,
+    pub shutdown_timeout: Duration,
+    pub metrics: bool,
+    pub writer: WriterSettings,
+    pub sources: Vec<Source>,
+}
+
+impl Settings {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&text, path, &base)
+    }
+
+    /// Parses config text; `path` is only used in messages, `base` resolves
+    /// a relative store path.
+    pub fn parse(text: &str, path: &Path, base: &Path) -> Result<Settings, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let msg = e.message().trim_end().to_owned();
+            located(text, path, e.span(), &msg)
+        })?;
+        Self::check(cfg, text, path, base)
+    }
+
+    fn check(cfg: Config, text: &str, path: &Path, base: &Path) -> Result<Settings, ConfigError> {
+        let err = |span: Range<usize>, msg: String| located(text, path, Some(span), &msg);
+        if cfg.sources.is_empty() {
+            return Err(ConfigError(format!(
+                "{}: no sources: add at least one [[sources]] table (see ankusa.example.toml)",
+                path.display()
+            )));
+        }
+        let mut ids = HashSet::new();
+        let mut sources = Vec::with_capacity(cfg.sources.len());
+        for spanned in cfg.sources {
+            let span = spanned.span();
+            let s = spanned.into_inner();
+            sources.push(
+                check_source(s, &mut ids, cfg.http.max_body.0).map_err(|m| err(span.clone(), m))?,
+            );
+        }
+        let store_path = if cfg.store.path.is_absolute() {
+            cfg.store.path
+        } else {
+            base.join(cfg.store.path)
+        };
+        let w = cfg.writer;
+        Ok(Settings {
+            config_path: path.to_path_buf(),
+            store_path,
+            listen: cfg.http.listen,
+            max_body: usize::try_from(cfg.http.max_body.0).unwrap_or(usize::MAX),
+            body_timeout: cfg.http.body_timeout.0,
+            max_requests: to_usize(cfg.http.max_requests.0),
+            shutdown_timeout: cfg.http.shutdown_timeout.0,
+            metrics: cfg.http.metrics,
+            writer: WriterSettings {
+                queue: to_usize(w.queue.0),
+                queue_bytes: to_usize(w.queue_bytes.0),
+                max_batch: to_usize(w.max_batch.0),
+                max_batch_bytes: to_usize(w.max_batch_bytes.0),
+                linger: w.linger.0,
+                dedupe_ttl: cfg.ingest.dedupe_ttl.0,
+                sweep_interval: cfg.ingest.dedupe_sweep_interval.0,
+                sweep_batch: to_usize(cfg.ingest.dedupe_sweep_batch.0),
+                tenants_max: u32::try_from(cfg.tenants.max.0).unwrap_or(u32::MAX - 1),
+            },
+            sources,
+        })
+    }
+
+    /// The largest body any source accepts: the HTTP layer's hard cap.
+    pub fn largest_body(&self) -> usize {
+        self.sources
+            .iter()
+            .map(|s| s.max_body)
+            .max()
+            .unwrap_or(self.max_body)
+    }
+}
+
+fn to_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+fn check_source(
+    s: SourceConfig,
+    ids: &mut HashSet<String>,
+    http_max_body: u64,
+) -> Result<Source, String> {
+    let id = s.id;
+    let id_ok = !id.is_empty()
+        && id.len() <= MAX_SOURCE_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    if !id_ok {
+        return Err(format!(
+            "sources.id `{id}`: must be 1 to {MAX_SOURCE_ID} characters of A-Z a-z 0-9 - _ . (it is a URL path segment)"
+        ));
+    }
+    if !ids.insert(id.clone()) {
+        return Err(format!("sources.id `{id}` is used by two sources"));
+    }
+    let tenant = match (s.tenant, s.tenant_header) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "source `{id}`: sources.tenant and sources.tenant_header are exclusive (a fixed tenant, or a header that names it)"
+            ))
+        }
+        (Some(t), None) => {
+            ankusa_store::tenants::validate_id(&t).map_err(|e| format!("source `{id}`: sources.tenant: {e}"))?;
+            TenantRule::Fixed(t)
+        }
+        (None, Some(h)) => TenantRule::Header(
+            header_name(&h).map_err(|m| format!("source `{id}`: sources.tenant_header: {m}"))?,
+        ),
+        (None, None) => TenantRule::Fixed(ankusa_store::tenants::DEFAULT_TENANT.to_owned()),
+    };
+    let token_digest = match s.token {
+        None => None,
+        Some(Secret(t)) => {
+            if t.len() < 8 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(format!(
+                    "source `{id}`: sources.token must be at least 8 printable ASCII characters without spaces"
+                ));
+            }
+            Some(crate::daemon::signature::digest(t.as_bytes()))
+        }
+    };
+    let signing_key = match s.signing_secret {
+        None => None,
+        Some(Secret(sec)) => Some(
+            crate::daemon::signature::decode_secret(&sec)
+                .map_err(|m| format!("source `{id}`: sources.signing_secret: {m}"))?,
+        ),
+    };
+    if s.forward_headers.len() > MAX_FORWARD_HEADERS {
+        return Err(format!(
+            "source `{id}`: sources.forward_headers lists {} headers, the limit is {MAX_FORWARD_HEADERS}",
+            s.forward_headers.len()
+        ));
+    }
+    let mut keep_headers = vec![
+        HeaderName::from_static("content-type"),
+        HeaderName::from_static("webhook-id"),
+    ];
+    for h in &s.forward_headers {
+        let name =
+            header_name(h).map_err(|m| format!("source `{id}`: sources.forward_headers: {m}"))?;
+        if !keep_headers.contains(&name) {
+            keep_headers.push(name);
+        }
+    }
+    if s.sinks.is_empty() || s.sinks.len() > MAX_SINKS {
+        return Err(format!(
+            "source `{id}`: needs 1 to {MAX_SINKS} [[sources.sinks]] (one delivery row per sink), has {}",
+            s.sinks.len()
+        ));
+    }
+    for (i, sink) in s.sinks.iter().enumerate() {
+        let url = reqwest::Url::parse(&sink.url)
+            .map_err(|e| format!("source `{id}`: sources.sinks[{i}].url `{}`: {e}", sink.url))?;
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return Err(format!(
+                "source `{id}`: sources.sinks[{i}].url must be http:// or https://"
+            ));
+        }
+        if sink.backoff_max.0 < sink.backoff_initial.0 {
+            return Err(format!(
+                "source `{id}`: sources.sinks[{i}].backoff_max is shorter than backoff_initial"
+            ));
+        }
+    }
+    Ok(Source {
+        id,
+        tenant,
+        token_digest,
+        signing_key,
+        signature_tolerance: s.signature_tolerance.0,
+        max_body: to_usize(s.max_body.map_or(http_max_body, |m| m.0)),
+        keep_headers,
+        sinks: s.sinks,
+    })
+}
+
+fn header_name(h: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(h.trim().as_bytes())
+        .map_err(|_| format!("`{h}` is not a valid HTTP header name"))
+}
+
+/// Renders an error at `span` of `text` as `FILE:LINE: key `a.b`: message`
+/// followed by the line itself. The key is read back from the file (the
+/// line's `key =` and the table header above it), since serde's errors do
+/// not carry the path.
+fn located(text: &str, path: &Path, span: Option<Range<usize>>, msg: &str) -> ConfigError {
+    let Some(span) = span else {
+        return ConfigError(format!("{}: {msg}", path.display()));
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].bytes().filter(|&b| b == b'\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    let key = key_at(text, line_no);
+    let key = key.map(|k| format!(" key `{k}`:")).unwrap_or_default();
+    ConfigError(format!(
+        "config error in {} at line {line_no}:{key} {msg}\n  {line_no} | {line}",
+        path.display()
+    ))
+}
+
+/// The dotted key written on line `line_no` (1-based), prefixed by the
+/// nearest table header above it. `None` when the line holds no `key =`
+/// and is no table header.
+fn key_at(text: &str, line_no: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let line = lines.get(line_no.checked_sub(1)?)?.trim();
+    let header = |l: &str| -> Option<String> {
+        let l = l.trim();
+        let inner = l
+            .strip_prefix("[[")
+            .and_then(|r| r.split("]]").next())
+            .or_else(|| l.strip_prefix('[').and_then(|r| r.split(']').next()))?;
+        Some(inner.trim().to_owned())
+    };
+    if let Some(h) = header(line) {
+        return Some(h);
+    }
+    let key = line.split('=').next()?.trim();
+    if key.is_empty() || !line.contains('=') || key.starts_with('#') {
+        return None;
+    }
+    let table = lines[..line_no - 1].iter().rev().find_map(|l| header(l));
+    Some(match table {
+        Some(t) => format!("{t}.{key}"),
+        None => key.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+
+    fn encode_secret(key: &[u8]) -> String {
+        format!(
+            "whsec_{}",
+            base64::engine::general_purpose::STANDARD.encode(key)
+        )
+    }
+
+    fn parse(text: &str) -> Result<Settings, ConfigError> {
+        Settings::parse(text, Path::new("ankusa.toml"), Path::new("/etc/ankusa"))
+    }
+
+    const MINIMAL: &str = r#"
+[store]
+path = "data"
+
+[[sources]]
+id = "shop"
+[[sources.sinks]]
+url = "http://127.0.0.1:9000/hooks"
+"#;
+
+    #[test]
+    fn minimal_config_takes_every_default() {
+        let s = parse(MINIMAL).unwrap();
+        assert_eq!(s.store_path, PathBuf::from("/etc/ankusa/data"));
+        assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(s.max_body, 1024 * 1024);
+        assert_eq!(s.writer.queue, 4096);
+        assert_eq!(s.writer.linger, Duration::from_millis(1));
+        assert_eq!(s.writer.dedupe_ttl, Duration::from_secs(86_400));
+        assert_eq!(s.writer.tenants_max, 1_000_000);
+        assert_eq!(s.sources[0].tenant, TenantRule::Fixed("default".into()));
+        assert_eq!(s.sources[0].sinks.len(), 1);
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../../ankusa.example.toml");
+        let s = parse(text).unwrap();
+        assert!(s.sources.len() >= 2);
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_key_and_the_line() {
+        let text = MINIMAL.replace("[[sources]]", "[writer]\nlingr = \"2ms\"\n\n[[sources]]");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("line 6"), "{e}");
+        assert!(e.contains("writer.lingr"), "{e}");
+        assert!(e.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn an_out_of_range_value_names_the_key_the_line_and_the_range() {
+        let text = MINIMAL.replace("[[sources]]", "[writer]\nqueue = 0\n\n[[sources]]");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("line 6") && e.contains("writer.queue"), "{e}");
+        assert!(e.contains("between 1 and 1000000"), "{e}");
+
+        let text = MINIMAL.replace("[[sources]]", "[writer]\nlinger = \"1s\"\n\n[[sources]]");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("writer.linger") && e.contains("between 0s and 100ms"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_bad_duration_says_how_to_write_one() {
+        let text = MINIMAL.replace(
+            "[[sources]]",
+            "[ingest]\ndedupe_ttl = \"forever\"\n\n[[sources]]",
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("ingest.dedupe_ttl") && e.contains("not a duration"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cross_key_errors_point_at_the_source() {
+        let text = format!(
+            "{MINIMAL}\n[[sources]]\nid = \"shop\"\n[[sources.sinks]]\nurl = \"http://x/\"\n"
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("used by two sources") && e.contains("line 1"),
+            "{e}"
+        );
+
+        let text = MINIMAL.replace(
+            "id = \"shop\"",
+            "id = \"shop\"\ntenant = \"a\"\ntenant_header = \"x-tenant\"",
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("exclusive") && e.contains("line "), "{e}");
+    }
+
+    #[test]
+    fn secrets_are_checked_and_never_printed() {
+        let text = MINIMAL.replace(
+            "id = \"shop\"",
+            "id = \"shop\"\nsigning_secret = \"nope-not-base64\"",
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("signing_secret") && !e.contains("nope-not-base64"),
+            "{e}"
+        );
+
+        let secret = encode_secret(b"0123456789abcdef0123");
+        let text = MINIMAL.replace(
+            "id = \"shop\"",
+            &format!("id = \"shop\"\ntoken = \"tok-12345678\"\nsigning_secret = \"{secret}\""),
+        );
+        let s = parse(&text).unwrap();
+        let dbg = format!("{:?}", s.sources[0]);
+        assert!(
+            !dbg.contains("tok-12345678") && !dbg.contains(&secret),
+            "{dbg}"
+        );
+        assert_eq!(
+            s.sources[0].signing_key.as_deref(),
+            Some(&b"0123456789abcdef0123"[..])
+        );
+    }
+
+    #[test]
+    fn a_source_needs_a_sink_and_a_valid_tenant() {
+        let text = "[store]\npath = \"d\"\n[[sources]]\nid = \"a\"\n";
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains("sinks"), "{e}");
+        let text = MINIMAL.replace("id = \"shop\"", "id = \"shop\"\ntenant = \"\"");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("sources.tenant") && e.contains("empty"), "{e}");
+    }
+}

@@ -1,0 +1,222 @@
+//! The daemon's own counters, kept in memory and rendered in Prometheus text.
+//!
+//! Owns: ingest outcomes (one counter per [`Outcome`], so the label set is
+//! fixed), writer batches, commit and acknowledgement latency histograms,
+//! the writer queue gauges, dedupe sweeps and boot recovery. Queue gauges
+//! that come from the store (the node counters) belong to the admin API,
+//! which can render this struct beside them.
+//!
+//! Invariants: every field is an atomic updated with relaxed ordering (each
+//! is an independent monotonic counter or a gauge; nothing reads two of
+//! them expecting consistency), and nothing here allocates per request.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::outcome::Outcome;
+
+/// Upper bounds (seconds) of the latency histograms.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+/// A fixed-bucket latency histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    /// Sum in microseconds (integer, so it can be atomic).
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if s <= *b {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{b}\"}} {}",
+                self.buckets[i].load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count();
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    outcomes: [AtomicU64; Outcome::ALL.len()],
+    /// Synced commits of ingest batches.
+    pub batches: AtomicU64,
+    /// Hooks written by those commits (duplicates and refusals excluded).
+    pub batch_hooks: AtomicU64,
+    pub commit_failures: AtomicU64,
+    pub commit_latency: Histogram,
+    /// Time from the request's arrival to its `202`.
+    pub ack_latency: Histogram,
+    /// Requests waiting in (or being written by) the writer.
+    pub queue_depth: AtomicI64,
+    pub queue_bytes: AtomicI64,
+    pub dedupe_swept: AtomicU64,
+    pub recovered_inflight: AtomicU64,
+    pub tenants_allocated: AtomicU64,
+}
+
+impl Metrics {
+    pub fn count(&self, o: Outcome) {
+        if let Some(i) = Outcome::ALL.iter().position(|x| *x == o) {
+            self.outcomes[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn outcome(&self, o: Outcome) -> u64 {
+        Outcome::ALL
+            .iter()
+            .position(|x| *x == o)
+            .map_or(0, |i| self.outcomes[i].load(Ordering::Relaxed))
+    }
+
+    /// Prometheus text exposition (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        let name = "ankusa_ingest_requests_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Ingest requests by outcome (the stable codes of docs/delivery.md)."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{outcome=\"{}\"}} {}",
+                o.code(),
+                self.outcomes[i].load(Ordering::Relaxed)
+            );
+        }
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {v}");
+        };
+        let gauge = |out: &mut String, name: &str, help: &str, v: i64| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(out, "{name} {v}");
+        };
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        counter(
+            &mut out,
+            "ankusa_ingest_batches_total",
+            "Synced group commits of ingest batches.",
+            r(&self.batches),
+        );
+        counter(
+            &mut out,
+            "ankusa_ingest_batch_hooks_total",
+            "Hooks written by ingest batches.",
+            r(&self.batch_hooks),
+        );
+        counter(
+            &mut out,
+            "ankusa_ingest_commit_failures_total",
+            "Ingest batches whose commit failed (their requests got 503 store_unavailable).",
+            r(&self.commit_failures),
+        );
+        self.commit_latency.render(
+            &mut out,
+            "ankusa_ingest_commit_seconds",
+            "Time of one synced ingest commit.",
+        );
+        self.ack_latency.render(
+            &mut out,
+            "ankusa_ingest_ack_seconds",
+            "Time from a request's arrival to its 202.",
+        );
+        gauge(
+            &mut out,
+            "ankusa_ingest_queue_depth",
+            "Requests queued for or being written by the writer.",
+            self.queue_depth.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "ankusa_ingest_queue_bytes",
+            "Body bytes queued for or being written by the writer.",
+            self.queue_bytes.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "ankusa_dedupe_swept_total",
+            "Expired idempotency keys swept.",
+            r(&self.dedupe_swept),
+        );
+        counter(
+            &mut out,
+            "ankusa_boot_recovered_inflight_total",
+            "Inflight rows returned to due at boot.",
+            r(&self.recovered_inflight),
+        );
+        counter(
+            &mut out,
+            "ankusa_tenants_allocated_total",
+            "Tenant ordinals allocated by this process.",
+            r(&self.tenants_allocated),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_rendered_with_its_count() {
+        let m = Metrics::default();
+        m.count(Outcome::Accepted);
+        m.count(Outcome::Accepted);
+        m.count(Outcome::TenantLimit);
+        m.ack_latency.observe(Duration::from_millis(3));
+        let text = m.render();
+        assert!(
+            text.contains("ankusa_ingest_requests_total{outcome=\"accepted\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("ankusa_ingest_requests_total{outcome=\"tenant_limit\"} 1\n"));
+        assert!(text.contains("ankusa_ingest_requests_total{outcome=\"queue_full\"} 0\n"));
+        assert!(text.contains("ankusa_ingest_ack_seconds_bucket{le=\"0.002\"} 0\n"));
+        assert!(text.contains("ankusa_ingest_ack_seconds_bucket{le=\"0.005\"} 1\n"));
+        assert!(text.contains("ankusa_ingest_ack_seconds_count 1\n"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+}

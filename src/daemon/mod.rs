@@ -1,0 +1,276 @@
+//! `ankusa serve`: the daemon.
+//!
+//! This module owns the daemon's lifecycle; the pieces live in:
+//! - [`config`]: the TOML file, its defaults and ranges, and [`Settings`].
+//! - [`ingest`]: the HTTP ingest API and its refusals.
+//! - [`writer`]: the one task that writes hooks, in synced group commits.
+//! - [`signature`]: Standard Webhooks verification and token digests.
+//! - [`outcome`]: the stable `error` codes and metrics labels.
+//! - [`metrics`]: in-memory counters rendered as Prometheus text.
+//! - [`clock`]: time as a parameter.
+//!
+//! Lifecycle invariants:
+//! - Boot order is: open the store (a lock held by another process, a newer
+//!   format or one needing migration are clear errors), return every
+//!   inflight row to due (the previous process died mid-delivery; its
+//!   outcome was never recorded), load the allocator and sequence, start
+//!   the writer, bind, and only then print the `listening on` line.
+//! - Shutdown (SIGTERM or SIGINT): stop accepting connections, let every
+//!   request in flight finish (the writer keeps committing, so each gets
+//!   its real answer), then the writer drains its queue and stops, then
+//!   the store closes. Exit 0. If requests are still running after
+//!   `http.shutdown_timeout`, exit 1 without waiting further: nothing
+//!   unacknowledged was promised, and everything acknowledged is synced.
+//! - Dispatch (delivery) and the admin API are later parts: they will be
+//!   started beside the ingest server in [`Daemon::serve`] and share the
+//!   same store handle, clock and metrics.
+
+pub mod clock;
+pub mod config;
+pub mod ingest;
+pub mod metrics;
+pub mod outcome;
+pub mod signature;
+pub mod writer;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use ankusa_store::{Store, StoreError};
+use color_eyre::eyre::{eyre, Result, WrapErr};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use clock::{Clock, SharedClock, SystemClock};
+pub use config::Settings;
+use metrics::Metrics;
+use writer::{Writer, WriterHandle};
+
+/// `ankusa serve --config FILE`.
+pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
+    let path = match config {
+        Some(p) => p,
+        None => {
+            let p = PathBuf::from("ankusa.toml");
+            if !p.exists() {
+                return Err(eyre!(
+                    "no config file: pass --config FILE, set ANKUSA_CONFIG, or create ./ankusa.toml \
+                     (ankusa.example.toml is a documented starting point)"
+                ));
+            }
+            p
+        }
+    };
+    let settings = Settings::load(&path)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ankusa")
+        .build()
+        .wrap_err("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let daemon = Daemon::boot(settings, Arc::new(SystemClock))?;
+        let listener = daemon.bind().await?;
+        let stop = shutdown_signal()?;
+        daemon.serve(listener, stop).await
+    })
+}
+
+/// A future that resolves on SIGTERM or SIGINT. Installed before the daemon
+/// says it is listening, so a signal sent right after is never missed.
+fn shutdown_signal() -> Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).wrap_err("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).wrap_err("cannot handle SIGINT")?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        eprintln!("ankusa: {name}: stopping (no new connections; finishing requests in flight)");
+    })
+}
+
+/// A booted daemon: store open and recovered, writer ready, not yet serving.
+pub struct Daemon {
+    settings: Settings,
+    store: Arc<Store>,
+    writer: Writer,
+    handle: WriterHandle,
+    metrics: Arc<Metrics>,
+    clock: SharedClock,
+}
+
+impl Daemon {
+    /// Opens the store, recovers inflight rows and readies the writer.
+    pub fn boot(settings: Settings, clock: SharedClock) -> Result<Daemon> {
+        let store = Arc::new(open_store(&settings.store_path)?);
+        let now = clock.now_ms();
+        let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
+            .wrap_err("cannot recover inflight rows at boot")?;
+        let metrics = Arc::new(Metrics::default());
+        metrics
+            .recovered_inflight
+            .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);
+        if recovered > 0 {
+            tracing::warn!(
+                rows = recovered,
+                "returned inflight rows to due (the last run stopped mid-delivery)"
+            );
+        }
+        let (writer, handle) = Writer::new(
+            store.clone(),
+            clock.clone(),
+            settings.writer.clone(),
+            metrics.clone(),
+        )
+        .wrap_err("cannot load the tenant allocator")?;
+        tracing::info!(store = %settings.store_path.display(), recovered, "store open");
+        Ok(Daemon {
+            settings,
+            store,
+            writer,
+            handle,
+            metrics,
+            clock,
+        })
+    }
+
+    /// Records the size of every committed batch (for `bench ingest`).
+    pub fn log_batches(&mut self) -> Arc<Mutex<Vec<usize>>> {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        self.writer.batch_log = Some(log.clone());
+        log
+    }
+
+    /// Binds the configured listen address.
+    pub async fn bind(&self) -> Result<TcpListener> {
+        let addr = self.settings.listen;
+        TcpListener::bind(addr).await.wrap_err_with(|| {
+            format!(
+                "cannot listen on {addr} (http.listen in {})",
+                self.settings.config_path.display()
+            )
+        })
+    }
+
+    /// Serves until `stop` resolves, then shuts down gracefully. Returns
+    /// the process exit code.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<ExitCode> {
+        let Daemon {
+            settings,
+            store,
+            writer,
+            handle,
+            metrics,
+            clock,
+        } = self;
+        let writer_thread = writer.spawn().wrap_err("cannot start the writer thread")?;
+        let sources = settings
+            .sources
+            .iter()
+            .map(|s| (s.id.clone(), Arc::new(s.clone())))
+            .collect::<HashMap<_, _>>();
+        let state = Arc::new(ingest::AppState {
+            sources,
+            writer: handle,
+            metrics: metrics.clone(),
+            clock,
+            permits: Arc::new(Semaphore::new(settings.max_requests)),
+            body_timeout: settings.body_timeout,
+        });
+        let app = ingest::router(state, settings.largest_body(), settings.metrics);
+        let addr: SocketAddr = listener
+            .local_addr()
+            .wrap_err("cannot read the bound address")?;
+        announce(addr, &settings.store_path);
+
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            stop.await;
+            let _ = stop_tx.send(true);
+        });
+        let mut graceful = stop_rx.clone();
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = graceful.wait_for(|s| *s).await;
+        });
+        let mut server = tokio::spawn(async move { server.await });
+        let mut stopping = stop_rx;
+        let finished = tokio::select! {
+            r = &mut server => Some(r),
+            _ = stopping.wait_for(|s| *s) => None,
+        };
+        let finished = match finished {
+            Some(r) => Some(r),
+            None => tokio::time::timeout(settings.shutdown_timeout, &mut server)
+                .await
+                .ok(),
+        };
+        match finished {
+            Some(Ok(Ok(()))) => {}
+            Some(Ok(Err(e))) => return Err(eyre!(e).wrap_err("the HTTP server failed")),
+            Some(Err(e)) => return Err(eyre!(e).wrap_err("the HTTP server task failed")),
+            None => {
+                eprintln!(
+                    "ankusa: requests still running after http.shutdown_timeout ({}); exiting without them",
+                    humantime::format_duration(settings.shutdown_timeout)
+                );
+                server.abort();
+                return Ok(ExitCode::from(1));
+            }
+        }
+        // The server and its connections are gone, and with them every
+        // writer handle: the writer answers what is queued, then stops.
+        let joined = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+        if !matches!(joined, Ok(Ok(()))) {
+            return Err(eyre!("the writer thread failed"));
+        }
+        drop(store);
+        let m = &metrics;
+        eprintln!(
+            "ankusa: stopped cleanly ({} hooks accepted, {} duplicates, {} batches)",
+            m.outcome(outcome::Outcome::Accepted),
+            m.outcome(outcome::Outcome::Duplicate),
+            m.batches.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The one line scripts and tests wait for, on stdout.
+fn announce(addr: SocketAddr, store: &Path) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "ankusa: listening on http://{addr} (store {})",
+        store.display()
+    );
+    let _ = out.flush();
+    tracing::info!(%addr, "listening");
+}
+
+/// Opens (or creates) the store as its one writer, with errors that say
+/// what to do.
+fn open_store(path: &Path) -> Result<Store> {
+    match Store::create_or_open(path) {
+        Ok(s) => Ok(s),
+        Err(StoreError::Locked { .. }) => {
+            let holder = ankusa_store::lock::holder(path).ok().flatten();
+            let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
+            Err(eyre!(
+                "the store at {} is in use by another process{who}: is another `ankusa serve` running on it? \
+                 Stop it first; a store has exactly one daemon",
+                path.display()
+            ))
+        }
+        Err(e) => Err(eyre!(e).wrap_err(format!("cannot open the store at {}", path.display()))),
+    }
+}

@@ -1,0 +1,664 @@
+//! The group-commit writer: the one place ingest writes to the store.
+//!
+//! Owns: the hook sequence counter, the [`TenantAllocator`] (so ordinals are
+//! allocated by exactly one writer, in the same batch as the rows that use
+//! them), idempotency-key lookups, and the dedupe sweep.
+//!
+//! Request handlers hand a [`Job`] to a bounded queue through
+//! [`WriterHandle::submit`], which never waits: a full queue (by count or
+//! by bytes) is an immediate refusal, so memory is bounded and a slow disk
+//! turns into `503 queue_full`, not into piled-up connections.
+//!
+//! The writer runs on its own OS thread (RocksDB's synced write blocks; it
+//! must not stall the async runtime). Each round it takes the first job,
+//! gathers more until `max_batch` jobs, `max_batch_bytes` body bytes, or
+//! the first job has waited `linger`, then makes **one synced commit** and
+//! answers every job of the batch. While a commit is in flight, new jobs
+//! queue up and form the next batch: that is the group commit.
+//!
+//! Invariants:
+//! - A job is answered `Accepted` only after the commit holding its hook
+//!   returned with the WAL synced.
+//! - A failed commit changes nothing in memory: the allocator learns a
+//!   resolution and the sequence advances only after a successful commit,
+//!   so the next batch reuses the same ordinals and seqs.
+//! - A new tenant past `tenants.max` is refused job by job; the other jobs
+//!   of the batch still commit.
+//! - Two jobs of one batch with the same (tenant, idempotency key) become
+//!   one hook; the second is answered as a duplicate of the first.
+//! - The dedupe sweep runs on this thread, between batches. The sweep reads
+//!   an entry and deletes it in a later write; run concurrently with ingest
+//!   it could delete an entry re-created in between, so it is serialized
+//!   with the only writer of entries instead.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ankusa_store::tenants::TenantAllocator;
+use ankusa_store::transitions::{self, IngestHook};
+use ankusa_store::{dedupe, queries, Batch, Envelope, HookId, Store, StoreError};
+use tokio::sync::oneshot;
+
+use super::clock::SharedClock;
+use super::config::WriterSettings;
+use super::metrics::Metrics;
+use super::outcome::Outcome;
+
+/// Bytes charged per job beyond its body (envelope fields, headers, keys),
+/// so a flood of empty bodies is bounded by `queue_bytes` too.
+const JOB_OVERHEAD: usize = 512;
+/// Sweep commits per sweep round, so a large expiry backlog never holds
+/// ingest back for long.
+const SWEEP_ROUNDS: usize = 16;
+
+/// What the writer answers for a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Committed and synced.
+    Accepted(HookId),
+    /// The idempotency key already names this (committed) hook.
+    Duplicate(HookId),
+    /// Not written; the outcome says why.
+    Refused(Outcome),
+}
+
+/// Why a job did not enter the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitError {
+    Full,
+    Closed,
+}
+
+/// A hook waiting for the writer.
+#[derive(Debug)]
+pub struct Job {
+    pub envelope: Envelope,
+    pub sinks: u16,
+    enqueued: Instant,
+    charged: usize,
+    reply: oneshot::Sender<WriteOutcome>,
+}
+
+/// The request side of the writer queue. Cloned into every handler.
+#[derive(Debug, Clone)]
+pub struct WriterHandle {
+    tx: SyncSender<Job>,
+    queued_bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl WriterHandle {
+    /// Queues a hook without waiting. The receiver yields the outcome once
+    /// the writer has committed (or refused) it.
+    pub fn submit(
+        &self,
+        envelope: Envelope,
+        sinks: u16,
+    ) -> Result<oneshot::Receiver<WriteOutcome>, SubmitError> {
+        let charged = envelope.body.len().saturating_add(JOB_OVERHEAD);
+        let before = self.queued_bytes.fetch_add(charged, Ordering::SeqCst);
+        // An empty queue admits any one job, so a body at the size limit is
+        // never refused forever by a small `queue_bytes`.
+        if before > 0 && before.saturating_add(charged) > self.max_bytes {
+            self.queued_bytes.fetch_sub(charged, Ordering::SeqCst);
+            return Err(SubmitError::Full);
+        }
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            envelope,
+            sinks,
+            enqueued: Instant::now(),
+            charged,
+            reply,
+        };
+        match self.tx.try_send(job) {
+            Ok(()) => {
+                self.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+                self.metrics.queue_bytes.fetch_add(
+                    i64::try_from(charged).unwrap_or(i64::MAX),
+                    Ordering::Relaxed,
+                );
+                Ok(rx)
+            }
+            Err(e) => {
+                self.queued_bytes.fetch_sub(charged, Ordering::SeqCst);
+                Err(match e {
+                    TrySendError::Full(_) => SubmitError::Full,
+                    TrySendError::Disconnected(_) => SubmitError::Closed,
+                })
+            }
+        }
+    }
+}
+
+/// The writer's state; lives on the writer thread.
+pub struct Writer {
+    store: Arc<Store>,
+    alloc: TenantAllocator,
+    next_seq: u64,
+    clock: SharedClock,
+    settings: WriterSettings,
+    metrics: Arc<Metrics>,
+    rx: Receiver<Job>,
+    queued_bytes: Arc<AtomicUsize>,
+    /// Sizes of the committed batches, for `bench ingest` (which replays
+    /// the same batches straight to the store for its ceiling).
+    pub batch_log: Option<Arc<Mutex<Vec<usize>>>>,
+}
+
+impl Writer {
+    /// Loads the allocator and the sequence from the store and makes the
+    /// queue. Nothing runs until [`Writer::spawn`].
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        settings: WriterSettings,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Writer, WriterHandle), StoreError> {
+        let alloc = TenantAllocator::load(&store, settings.tenants_max)?;
+        let next_seq = store.next_seq()?;
+        let (tx, rx) = mpsc::sync_channel(settings.queue);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
+        let handle = WriterHandle {
+            tx,
+            queued_bytes: queued_bytes.clone(),
+            max_bytes: settings.queue_bytes,
+            metrics: metrics.clone(),
+        };
+        Ok((
+            Writer {
+                store,
+                alloc,
+                next_seq,
+                clock,
+                settings,
+                metrics,
+                rx,
+                queued_bytes,
+                batch_log: None,
+            },
+            handle,
+        ))
+    }
+
+    /// Runs the writer on its own thread until every [`WriterHandle`] is
+    /// dropped and the queue is drained.
+    pub fn spawn(self) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("ankusa-writer".into())
+            .spawn(move || self.run())
+    }
+
+    fn run(mut self) {
+        let mut next_sweep = Instant::now() + self.settings.sweep_interval;
+        loop {
+            let wait = next_sweep.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(first) => {
+                    let jobs = self.gather(first);
+                    self.write(jobs);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // Every handle is gone (shutdown) and the queue is empty:
+                // every job ever queued has been answered.
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if Instant::now() >= next_sweep {
+                self.sweep();
+                next_sweep = Instant::now() + self.settings.sweep_interval;
+            }
+        }
+        tracing::debug!("writer stopped: queue closed and drained");
+    }
+
+    /// Collects a batch behind `first`: whatever is queued, then waits for
+    /// more until the first job has waited `linger` (measured from when it
+    /// was queued, so a job that queued behind a slow commit does not wait
+    /// again) or the batch is full.
+    fn gather(&self, first: Job) -> Vec<Job> {
+        let deadline = first.enqueued + self.settings.linger;
+        let mut bytes = first.envelope.body.len();
+        let mut jobs = vec![first];
+        while jobs.len() < self.settings.max_batch && bytes < self.settings.max_batch_bytes {
+            let next = match self.rx.try_recv() {
+                Ok(j) => Some(j),
+                Err(mpsc::TryRecvError::Empty) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        None
+                    } else {
+                        self.rx.recv_timeout(left).ok()
+                    }
+                }
+                Err(mpsc::TryRecvError::Disconnected) => None,
+            };
+            let Some(j) = next else { break };
+            bytes = bytes.saturating_add(j.envelope.body.len());
+            jobs.push(j);
+        }
+        jobs
+    }
+
+    /// Resolves, writes and commits one batch, then answers every job.
+    pub fn write(&mut self, jobs: Vec<Job>) {
+        let outcomes = self.commit(&jobs);
+        for (job, outcome) in jobs.into_iter().zip(outcomes) {
+            self.queued_bytes.fetch_sub(job.charged, Ordering::SeqCst);
+            self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            self.metrics.queue_bytes.fetch_sub(
+                i64::try_from(job.charged).unwrap_or(i64::MAX),
+                Ordering::Relaxed,
+            );
+            // The client may have gone; its hook is stored all the same and
+            // a retry with the same Idempotency-Key gets this id.
+            let _ = job.reply.send(outcome);
+        }
+    }
+
+    /// The outcome of each job, in order, after one synced commit.
+    fn commit(&mut self, jobs: &[Job]) -> Vec<WriteOutcome> {
+        let now = self.clock.now_ms();
+        let ttl = u64::try_from(self.settings.dedupe_ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut batch = Batch::new();
+        // Invalid tenant ids are refused at the HTTP layer; re-check here so
+        // one bad job can never fail the allocator's resolve for the batch.
+        let valid: Vec<bool> = jobs
+            .iter()
+            .map(|j| ankusa_store::tenants::validate_id(&j.envelope.tenant).is_ok())
+            .collect();
+        let tenants = jobs
+            .iter()
+            .zip(&valid)
+            .filter(|(_, ok)| **ok)
+            .map(|(j, _)| j.envelope.tenant.as_str());
+        let resolution = match self.alloc.resolve(&self.store, tenants, &mut batch) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, jobs = jobs.len(), "cannot resolve tenants; batch refused");
+                self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
+                return vec![WriteOutcome::Refused(Outcome::StoreUnavailable); jobs.len()];
+            }
+        };
+        let max = self.alloc.max();
+        let mut seq = self.next_seq;
+        let mut in_batch: HashMap<(&str, &str), u64> = HashMap::new();
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        let mut written = 0usize;
+        for (job, ok) in jobs.iter().zip(&valid) {
+            let env = &job.envelope;
+            if !ok {
+                outcomes.push(WriteOutcome::Refused(Outcome::TenantInvalid));
+                continue;
+            }
+            let Ok(ord) = resolution.ord(&env.tenant, max) else {
+                outcomes.push(WriteOutcome::Refused(Outcome::TenantLimit));
+                continue;
+            };
+            if let Some(key) = env.idempotency_key.as_deref() {
+                if let Some(&orig) = in_batch.get(&(env.tenant.as_str(), key)) {
+                    outcomes.push(WriteOutcome::Duplicate(HookId(orig)));
+                    continue;
+                }
+                match queries::dedupe(&self.store, &env.tenant, key, now) {
+                    Ok(Some(v)) => {
+                        outcomes.push(WriteOutcome::Duplicate(HookId(v.seq)));
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(error = %e, "dedupe lookup failed");
+                        outcomes.push(WriteOutcome::Refused(Outcome::StoreUnavailable));
+                        continue;
+                    }
+                }
+                in_batch.insert((env.tenant.as_str(), key), seq);
+            }
+            transitions::ingest(
+                &mut batch,
+                &IngestHook {
+                    seq,
+                    ord,
+                    envelope: env,
+                    sinks: job.sinks,
+                    archive: false,
+                    dedupe_expires_at: env
+                        .idempotency_key
+                        .as_ref()
+                        .map(|_| now.saturating_add(ttl)),
+                },
+            );
+            outcomes.push(WriteOutcome::Accepted(HookId(seq)));
+            seq += 1;
+            written += 1;
+        }
+        let fresh = resolution.fresh().len();
+        let started = Instant::now();
+        match self.store.commit(batch, true) {
+            Ok(()) => {
+                self.metrics.commit_latency.observe(started.elapsed());
+                self.alloc.committed(resolution);
+                self.next_seq = seq;
+                if written > 0 {
+                    self.metrics.batches.fetch_add(1, Ordering::Relaxed);
+                    self.metrics
+                        .batch_hooks
+                        .fetch_add(written as u64, Ordering::Relaxed);
+                    if let Some(log) = &self.batch_log {
+                        if let Ok(mut l) = log.lock() {
+                            l.push(written);
+                        }
+                    }
+                }
+                self.metrics
+                    .tenants_allocated
+                    .fetch_add(fresh as u64, Ordering::Relaxed);
+                outcomes
+            }
+            Err(e) => {
+                tracing::error!(error = %e, jobs = jobs.len(), "synced commit failed; batch refused");
+                self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
+                // Duplicates of hooks committed earlier stay true; a
+                // duplicate of a hook in this very batch does not.
+                let first_new = self.next_seq;
+                outcomes
+                    .into_iter()
+                    .map(|o| match o {
+                        WriteOutcome::Accepted(_) => {
+                            WriteOutcome::Refused(Outcome::StoreUnavailable)
+                        }
+                        WriteOutcome::Duplicate(id) if id.0 >= first_new => {
+                            WriteOutcome::Refused(Outcome::StoreUnavailable)
+                        }
+                        other => other,
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Deletes expired idempotency keys, a bounded amount per call.
+    pub fn sweep(&mut self) {
+        let now = self.clock.now_ms();
+        for _ in 0..SWEEP_ROUNDS {
+            match dedupe::sweep(&self.store, now, self.settings.sweep_batch) {
+                Ok(n) => {
+                    self.metrics
+                        .dedupe_swept
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    if n < self.settings.sweep_batch {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "dedupe sweep failed; will retry next interval");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Takes every job queued right now (tests drive the writer by hand).
+    #[cfg(test)]
+    fn drain(&self) -> Vec<Job> {
+        self.rx.try_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::clock::{Clock, FakeClock};
+    use ankusa_store::{tenants, Field};
+    use std::time::Duration;
+
+    const T0: u64 = 1_800_000_000_000;
+
+    fn settings() -> WriterSettings {
+        WriterSettings {
+            queue: 16,
+            queue_bytes: 1 << 20,
+            max_batch: 64,
+            max_batch_bytes: 1 << 20,
+            linger: Duration::ZERO,
+            dedupe_ttl: Duration::from_secs(60),
+            sweep_interval: Duration::from_secs(3600),
+            sweep_batch: 2,
+            tenants_max: 2,
+        }
+    }
+
+    fn env(tenant: &str, key: Option<&str>) -> Envelope {
+        Envelope {
+            received_at: T0,
+            source_id: "src".into(),
+            tenant: tenant.into(),
+            idempotency_key: key.map(Into::into),
+            headers: vec![("content-type".into(), b"application/json".to_vec())],
+            body: b"{\"n\":1}".to_vec(),
+        }
+    }
+
+    struct Rig {
+        _dir: tempfile::TempDir,
+        store: Arc<Store>,
+        clock: Arc<FakeClock>,
+        writer: Writer,
+        handle: WriterHandle,
+    }
+
+    fn rig(s: WriterSettings) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::create_or_open(&dir.path().join("store")).unwrap());
+        let clock = FakeClock::at(T0);
+        let (writer, handle) = Writer::new(
+            store.clone(),
+            clock.clone(),
+            s,
+            Arc::new(Metrics::default()),
+        )
+        .unwrap();
+        Rig {
+            _dir: dir,
+            store,
+            clock,
+            writer,
+            handle,
+        }
+    }
+
+    /// Submits each envelope, writes them all as one batch, returns the outcomes.
+    fn one_batch(r: &mut Rig, envs: Vec<Envelope>) -> Vec<WriteOutcome> {
+        let rxs: Vec<_> = envs
+            .into_iter()
+            .map(|e| r.handle.submit(e, 2).unwrap())
+            .collect();
+        let jobs = r.writer.drain();
+        r.writer.write(jobs);
+        rxs.into_iter()
+            .map(|rx| rx.blocking_recv().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_commits_every_hook_with_rows_per_sink_and_counters() {
+        let mut r = rig(settings());
+        let out = one_batch(&mut r, vec![env("a", None), env("b", None), env("a", None)]);
+        assert_eq!(
+            out,
+            vec![
+                WriteOutcome::Accepted(HookId(1)),
+                WriteOutcome::Accepted(HookId(2)),
+                WriteOutcome::Accepted(HookId(3))
+            ]
+        );
+        let a = tenants::ord_of(&r.store, "a").unwrap().unwrap();
+        let c = queries::counters(&r.store, a).unwrap();
+        assert_eq!(c.get(Field::Pending), 4, "two hooks, two sinks each");
+        assert_eq!(c.get(Field::Bytes), 4 * 7);
+        assert_eq!(
+            queries::node_counters(&r.store)
+                .unwrap()
+                .get(Field::Pending),
+            6
+        );
+        let rep = ankusa_store::check::run(&r.store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
+    }
+
+    #[test]
+    fn duplicates_answer_the_original_within_the_ttl_and_not_after() {
+        let mut r = rig(settings());
+        let out = one_batch(
+            &mut r,
+            vec![
+                env("a", Some("k1")),
+                env("a", Some("k1")),
+                env("b", Some("k1")),
+            ],
+        );
+        assert_eq!(out[0], WriteOutcome::Accepted(HookId(1)));
+        assert_eq!(out[1], WriteOutcome::Duplicate(HookId(1)), "same batch");
+        assert_eq!(
+            out[2],
+            WriteOutcome::Accepted(HookId(2)),
+            "keys are per tenant"
+        );
+
+        r.clock.advance(59_000);
+        let out = one_batch(&mut r, vec![env("a", Some("k1"))]);
+        assert_eq!(
+            out[0],
+            WriteOutcome::Duplicate(HookId(1)),
+            "later batch, within the TTL"
+        );
+
+        r.clock.advance(1_000);
+        let out = one_batch(&mut r, vec![env("a", Some("k1"))]);
+        assert_eq!(
+            out[0],
+            WriteOutcome::Accepted(HookId(3)),
+            "expired keys no longer dedupe"
+        );
+    }
+
+    #[test]
+    fn the_sweep_removes_expired_keys_but_not_a_reused_one() {
+        let mut r = rig(settings());
+        one_batch(
+            &mut r,
+            vec![
+                env("a", Some("k1")),
+                env("a", Some("k2")),
+                env("a", Some("k3")),
+            ],
+        );
+        r.clock.advance(60_000);
+        // k1 is reused after expiry: its new entry must survive the sweep
+        // of the old one.
+        let out = one_batch(&mut r, vec![env("a", Some("k1"))]);
+        assert_eq!(out[0], WriteOutcome::Accepted(HookId(4)));
+        r.writer.sweep();
+        assert_eq!(
+            r.writer.metrics.dedupe_swept.load(Ordering::Relaxed),
+            3,
+            "swept in rounds of 2"
+        );
+        let now = r.clock.now_ms();
+        assert!(queries::dedupe(&r.store, "a", "k2", now).unwrap().is_none());
+        let k1 = queries::dedupe(&r.store, "a", "k1", now).unwrap();
+        assert_eq!(k1.map(|v| v.seq), Some(4));
+        let rep = ankusa_store::check::run(&r.store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
+    }
+
+    #[test]
+    fn a_new_tenant_past_the_limit_is_refused_and_the_rest_of_the_batch_commits() {
+        let mut r = rig(settings());
+        let out = one_batch(
+            &mut r,
+            vec![
+                env("a", None),
+                env("b", None),
+                env("c", None),
+                env("a", None),
+            ],
+        );
+        assert_eq!(out[2], WriteOutcome::Refused(Outcome::TenantLimit));
+        assert_eq!(out[0], WriteOutcome::Accepted(HookId(1)));
+        assert_eq!(out[1], WriteOutcome::Accepted(HookId(2)));
+        assert_eq!(
+            out[3],
+            WriteOutcome::Accepted(HookId(3)),
+            "seqs stay dense past a refusal"
+        );
+        assert!(tenants::ord_of(&r.store, "c").unwrap().is_none());
+        // Existing tenants are never refused, even at the limit.
+        let out = one_batch(&mut r, vec![env("b", None), env("d", None)]);
+        assert_eq!(out[0], WriteOutcome::Accepted(HookId(4)));
+        assert_eq!(out[1], WriteOutcome::Refused(Outcome::TenantLimit));
+        let rep = ankusa_store::check::run(&r.store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
+    }
+
+    #[test]
+    fn an_invalid_tenant_is_refused_alone() {
+        let mut r = rig(settings());
+        let out = one_batch(&mut r, vec![env("bad\u{1}id", None), env("a", None)]);
+        assert_eq!(out[0], WriteOutcome::Refused(Outcome::TenantInvalid));
+        assert_eq!(out[1], WriteOutcome::Accepted(HookId(1)));
+    }
+
+    #[test]
+    fn a_full_queue_refuses_at_once_by_count_and_by_bytes() {
+        let mut s = settings();
+        s.queue = 2;
+        let r = rig(s);
+        assert!(r.handle.submit(env("a", None), 1).is_ok());
+        assert!(r.handle.submit(env("a", None), 1).is_ok());
+        assert_eq!(
+            r.handle.submit(env("a", None), 1).unwrap_err(),
+            SubmitError::Full
+        );
+
+        let mut s = settings();
+        s.queue_bytes = 2000;
+        let r = rig(s);
+        let mut big = env("a", None);
+        big.body = vec![0; 1800];
+        assert!(
+            r.handle.submit(big.clone(), 1).is_ok(),
+            "an empty queue admits any one job"
+        );
+        assert_eq!(
+            r.handle.submit(env("a", None), 1).unwrap_err(),
+            SubmitError::Full
+        );
+    }
+
+    #[test]
+    fn the_sequence_resumes_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        for round in 0..2u64 {
+            let store = Arc::new(Store::create_or_open(&path).unwrap());
+            let (mut w, h) = Writer::new(
+                store,
+                FakeClock::at(T0),
+                settings(),
+                Arc::new(Metrics::default()),
+            )
+            .unwrap();
+            let rx = h.submit(env("a", None), 1).unwrap();
+            let jobs = w.drain();
+            w.write(jobs);
+            assert_eq!(
+                rx.blocking_recv().unwrap(),
+                WriteOutcome::Accepted(HookId(round + 1))
+            );
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Helpers for end-to-end tests of `ankusa serve`: run the real binary on a
+//! loopback port with a real store, talk to it over HTTP, stop it with a
+//! signal, and inspect the store afterwards.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ankusa");
+
+/// A running `ankusa serve`.
+pub struct Daemon {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub store: PathBuf,
+    pub stderr_path: PathBuf,
+}
+
+/// Writes `config` (which should use `path = "store"` and `listen =
+/// "127.0.0.1:0"`) into `dir/ankusa.toml`.
+pub fn write_config(dir: &Path, config: &str) -> PathBuf {
+    let path = dir.join("ankusa.toml");
+    std::fs::write(&path, config).expect("write config");
+    path
+}
+
+/// A config with the given `[[sources]]` tables appended to a base that
+/// listens on a free loopback port and keeps the store in `dir/store`.
+pub fn config_with(sections: &str, sources: &str) -> String {
+    format!(
+        "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n{sections}\n\n{sources}\n"
+    )
+}
+
+impl Daemon {
+    /// Starts the daemon on `dir/ankusa.toml` and waits for its
+    /// `listening on` line.
+    pub fn start(dir: &Path) -> Daemon {
+        Self::try_start(dir).unwrap_or_else(|e| panic!("daemon did not start: {e}"))
+    }
+
+    pub fn try_start(dir: &Path) -> Result<Daemon, String> {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("daemon.log"))
+            .map_err(|e| e.to_string())?;
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg("--config")
+            .arg(dir.join("ankusa.toml"))
+            .env("ANKUSA_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    let _ = tx.send(url);
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(base) => Ok(Daemon {
+                child: Some(child),
+                base,
+                store: dir.join("store"),
+                stderr_path: dir.join("daemon.log"),
+            }),
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().map_err(|e| e.to_string())?;
+                let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+                Err(format!(
+                    "exited with {status} before listening; log:\n{log}"
+                ))
+            }
+        }
+    }
+
+    pub fn url(&self, source: &str) -> String {
+        format!("{}/v1/sources/{source}/hooks", self.base)
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.as_ref().map_or(0, |c| c.id() as i32))
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub fn stop(mut self) -> ExitStatus {
+        self.signal_and_wait(Signal::SIGTERM)
+    }
+
+    /// SIGKILL, then waits for the exit.
+    pub fn kill9(mut self) -> ExitStatus {
+        self.signal_and_wait(Signal::SIGKILL)
+    }
+
+    fn signal_and_wait(&mut self, sig: Signal) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon already stopped");
+        kill(Pid::from_raw(child.id() as i32), sig).expect("signal daemon");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = child.try_wait().expect("wait daemon") {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "daemon did not exit after {sig}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `ankusa store check` on a stopped store; panics with its output
+/// unless it passes.
+pub fn store_check(store: &Path) {
+    let out = Command::new(BIN)
+        .args(["store", "check", "--store"])
+        .arg(store)
+        .output()
+        .expect("run store check");
+    assert!(
+        out.status.success(),
+        "store check failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `reqwest` client with short timeouts (a test must never hang).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Parses `hk_<16 hex>` into its seq.
+pub fn seq_of(id: &str) -> u64 {
+    ankusa_store::HookId::parse(id).expect("hook id").0
+}
+
+/// A Standard Webhooks `v1,` signature.
+pub fn sign(key: &[u8], id: &str, ts: u64, body: &[u8]) -> String {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("hmac key");
+    mac.update(format!("{id}.{ts}.").as_bytes());
+    mac.update(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    )
+}
+
+pub fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
