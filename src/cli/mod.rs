@@ -1,0 +1,277 @@
+//! Command-line definitions (names are fixed by the design brief: scripts
+//! depend on them) and dispatch.
+
+mod migrate_cmd;
+mod store_cmd;
+mod tenants_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use color_eyre::eyre::Result;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ankusa",
+    version,
+    about = "A durable, multi-tenant webhook relay with a fair dispatcher"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect, check and generate stores.
+    #[command(subcommand)]
+    Store(StoreCommand),
+    /// Tenants and their counters.
+    #[command(subcommand)]
+    Tenants(TenantsCommand),
+    /// Self-asserting benchmarks (exit 1 when the assertion fails).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Run the daemon: accept webhooks over HTTP and commit them durably
+    /// (docs/configuration.md, docs/delivery.md).
+    Serve {
+        /// Configuration file (default: ./ankusa.toml).
+        #[arg(long, value_name = "FILE", env = "ANKUSA_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// The operator console: follows a running daemon (FOLLOW), or opens the
+    /// store read-only (READ-ONLY), or with --write and no daemon (WRITE).
+    Console {
+        /// Store directory (never created by the console).
+        #[arg(long, env = "ANKUSA_STORE", value_name = "DIR")]
+        store: PathBuf,
+        /// Open read-only even when a daemon runs (no catch-up).
+        #[arg(long, conflicts_with = "write")]
+        read_only: bool,
+        /// Open as the store's writer when no daemon holds it, enabling the
+        /// guarded purge and replay actions.
+        #[arg(long)]
+        write: bool,
+        /// How often the screen's data is refreshed (a human duration).
+        #[arg(long, default_value = "2s")]
+        refresh: humantime::Duration,
+    },
+}
+
+/// Where the store is: `--store`, else `ANKUSA_STORE`.
+#[derive(Debug, Args, Clone)]
+pub struct StoreArg {
+    /// Store directory.
+    #[arg(long, env = "ANKUSA_STORE", value_name = "DIR")]
+    pub store: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Format, node counters, tenants, active tenants, oldest-due age, keys per family.
+    Info {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Machine-readable output (documented in docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare counters with a fold of every family, check markers and ordinals.
+    /// Exit 0 when consistent, 1 with the mismatches listed.
+    Check {
+        #[command(flatten)]
+        store: StoreArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a realistic store: format 3 through the real transitions, or
+    /// format 2 (the previous release's layout) as input for the migration.
+    Fixture {
+        /// Store format to write: 3, or 2 for the upgrade path.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(2..=3))]
+        format: u32,
+        /// Directory to create (must not exist or be empty).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Tenants, `default` and `dead-only` included.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(2..))]
+        tenants: u32,
+        /// Delivery rows to write.
+        #[arg(long, default_value_t = 10_000)]
+        rows: u64,
+        /// Seed of every random choice.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Upgrade a format 2 store to format 3 (resumable; see docs/deployment.md).
+    Migrate {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Show the step and the rows it would move, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Take a checkpoint backup into this (new) directory first.
+        #[arg(long, value_name = "DIR")]
+        backup: Option<PathBuf>,
+        /// Do not ask for confirmation (for scripts).
+        #[arg(long)]
+        yes: bool,
+        /// Skip the `store check` that runs after the migration.
+        #[arg(long)]
+        no_check: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a consistent copy of a store no daemon holds (a RocksDB checkpoint).
+    Backup {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Directory to create for the copy.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantsCommand {
+    /// Tenants with their counters (counters only, never a fold).
+    List {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Sort by a counter, largest first (default: by ordinal).
+        #[arg(long, value_parser = ["pending", "scheduled", "inflight", "dead", "bytes", "archive_pending"])]
+        sort: Option<String>,
+        /// Tenants to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// With ordinal order: start after this ordinal (paging).
+        #[arg(long, conflicts_with = "sort")]
+        after: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One tenant: counters, oldest due row, latest dead rows.
+    Show {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The gauge tick (node counters, oldest-due age, top tenants) across
+    /// queue sizes and tenant counts under concurrent merging writes.
+    Gauges {
+        /// A grid small enough for CI.
+        #[arg(long)]
+        quick: bool,
+        #[arg(long)]
+        json: bool,
+        /// Where to build the bench stores (default: a temporary directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Rows per second of the format 2 -> 3 migration, and linearity in rows.
+    Migrate {
+        #[arg(long)]
+        quick: bool,
+        #[arg(long)]
+        json: bool,
+        /// Where to build the bench stores (default: a temporary directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// The deterministic fairness simulator: our scheduler against the usual
+    /// alternatives on every built-in scenario (docs/fairness.md).
+    Fairness {
+        /// Skip the largest scenarios.
+        #[arg(long)]
+        quick: bool,
+        #[arg(long)]
+        json: bool,
+        /// A scenario file or a directory of them instead of the built-in set.
+        #[arg(long, value_name = "PATH")]
+        scenarios: Option<PathBuf>,
+    },
+    /// Acknowledged hooks per second over loopback HTTP with many concurrent
+    /// clients, against the raw ceiling of the same synced batches written
+    /// straight to the store. Exit 1 when the ratio is below 0.5.
+    Ingest {
+        /// Fewer hooks, for CI.
+        #[arg(long)]
+        quick: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The console's time to first frame and each screen's refresh store
+    /// work on a large fixture (10^6 rows, 10^5 tenants) against a small one
+    /// (10^3 rows, 10 tenants). Exit 1 when first frame >= 0.5 s or a
+    /// refresh costs more than 2x on the large store.
+    Console {
+        #[arg(long)]
+        json: bool,
+        /// Where to build (and reuse) the bench stores (default: a temporary directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Store(c) => store_cmd::run(c),
+        Command::Tenants(c) => tenants_cmd::run(c),
+        Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
+            crate::bench::gauges::run(quick, json, dir)
+        }
+        Command::Bench(BenchCommand::Migrate { quick, json, dir }) => {
+            crate::bench::migrate::run(quick, json, dir)
+        }
+        Command::Bench(BenchCommand::Fairness {
+            quick,
+            json,
+            scenarios,
+        }) => crate::bench::fairness(quick, json, scenarios),
+        Command::Bench(BenchCommand::Ingest { quick, json }) => {
+            crate::bench::ingest::run(quick, json)
+        }
+        Command::Serve { config } => crate::daemon::run(config),
+        Command::Bench(BenchCommand::Console { json, dir }) => {
+            Ok(if ankusa_ui::bench::run(json, dir)? {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Console {
+            store,
+            read_only,
+            write,
+            refresh,
+        } => {
+            use tracing_subscriber::layer::SubscriberExt;
+            let log =
+                tracing::Dispatch::new(tracing_subscriber::registry().with(ankusa_ui::log_layer()));
+            let opts = ankusa_ui::ConsoleOptions {
+                store,
+                read_only,
+                write,
+                refresh: refresh.into(),
+            };
+            ankusa_ui::run(opts, log)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}

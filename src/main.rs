@@ -1,0 +1,42 @@
+//! `ankusa`: the webhook relay's single binary.
+//!
+//! Subcommands are thin: they parse, open the store the right way, call the
+//! `ankusa-store` API and print. Exit codes: 0 success, 1 a check or bench
+//! that ran and failed its assertion, 2 an error (bad input, unreadable
+//! store, I/O).
+
+mod bench;
+mod cli;
+mod daemon;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    if let Err(e) = color_eyre::config::HookBuilder::default()
+        .display_env_section(false)
+        .install()
+    {
+        eprintln!("ankusa: cannot install error reporting: {e}");
+    }
+    init_tracing();
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(report) => {
+            eprintln!("Error: {report:?}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("ANKUSA_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,86 @@
+//! A write batch under construction: row operations plus counter deltas.
+//!
+//! Operations can only be added from inside the crate, and the index-key
+//! encoders that matter (`D`, `F`, `X`, `A`) live in `transitions`, so a
+//! caller outside the crate cannot assemble a batch that writes an index row
+//! without its counters. The deltas become merge operands (mirrored into the
+//! node aggregate) only when the batch is committed, in the same RocksDB
+//! `WriteBatch` as the rows.
+
+use std::collections::HashSet;
+
+use crate::counters::{CounterDeltas, Field};
+use crate::schema::Family;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Put(Vec<u8>),
+    Delete,
+    /// Deletes `[key, end)`.
+    DeleteRange(Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Op {
+    pub fam: Family,
+    pub key: Vec<u8>,
+    pub kind: OpKind,
+}
+
+/// Row operations and counter deltas that commit atomically.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub(crate) ops: Vec<Op>,
+    pub(crate) deltas: CounterDeltas,
+    /// Active markers already put by this batch: rows of one tenant in one
+    /// second share a marker.
+    pub(crate) markers: HashSet<(u64, u32)>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of row operations (counter operands not included).
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.deltas.is_empty()
+    }
+
+    /// The counter deltas this batch will apply (before mirroring into ord 0).
+    pub fn deltas(&self) -> &CounterDeltas {
+        &self.deltas
+    }
+
+    pub(crate) fn put(&mut self, fam: Family, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.ops.push(Op {
+            fam,
+            key: key.into(),
+            kind: OpKind::Put(value.into()),
+        });
+    }
+
+    pub(crate) fn delete(&mut self, fam: Family, key: impl Into<Vec<u8>>) {
+        self.ops.push(Op {
+            fam,
+            key: key.into(),
+            kind: OpKind::Delete,
+        });
+    }
+
+    pub(crate) fn delete_range(&mut self, fam: Family, from: Vec<u8>, to: Vec<u8>) {
+        self.ops.push(Op {
+            fam,
+            key: from,
+            kind: OpKind::DeleteRange(to),
+        });
+    }
+
+    pub(crate) fn count(&mut self, ord: u32, field: Field, delta: i64) {
+        self.deltas.add(ord, field, delta);
+    }
+}

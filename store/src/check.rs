@@ -1,0 +1,483 @@
+//! `store check`: the counters compared with a fold of the row families,
+//! markers, row/index pairing and ordinals, as a typed report.
+//!
+//! This is the one place allowed to fold whole families: it is an offline
+//! (or follower) audit, never part of a request or a refresh. Memory is
+//! bounded by tenants, not rows: per-row state is streamed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::ControlFlow;
+
+use serde::Serialize;
+
+use crate::counters::{decode_value, Counters, Field};
+use crate::error::Result;
+use crate::keys::{
+    self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, DeadKey, InflightKey,
+};
+use crate::rows::DueRow;
+use crate::schema::Family;
+use crate::store::{Dir, Store};
+use crate::values::{decode_size, ArchiveValue, DeadValue, DeliveryRow};
+
+/// One inconsistency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Mismatch {
+    /// A counter differs from the fold.
+    Counter {
+        ord: u32,
+        field: &'static str,
+        stored: i64,
+        folded: i64,
+    },
+    /// A due row whose second has no active marker.
+    MissingMarker {
+        ord: u32,
+        at: u64,
+        seq: u64,
+        sink: u16,
+    },
+    /// An index row with no delivery row.
+    MissingDelivery {
+        index: &'static str,
+        seq: u64,
+        sink: u16,
+    },
+    /// A delivery row with no index row, or with more than one.
+    DeliveryIndexCount { seq: u64, sink: u16, count: u32 },
+    /// A delivery row whose ordinal differs from its index row's.
+    WrongOrdinal {
+        seq: u64,
+        sink: u16,
+        index_ord: u32,
+        row_ord: u32,
+    },
+    /// `x` without `X` or the other way round.
+    DeadPair {
+        at: u64,
+        seq: u64,
+        sink: u16,
+        has_x: bool,
+        has_big_x: bool,
+    },
+    /// An ordinal used by a row or a counter but never allocated.
+    UnknownOrdinal { ord: u32, used_by: &'static str },
+    /// `t` and `n` rows disagree.
+    OrdinalMap { ord: u32, detail: String },
+    /// An ordinal at or past `m:next_ord`.
+    OrdinalPastNext { ord: u32, next_ord: u32 },
+    /// A key or value that does not decode.
+    Undecodable {
+        family: &'static str,
+        detail: String,
+    },
+}
+
+/// What `store check` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    pub tenants: u64,
+    pub due_rows: u64,
+    pub inflight_rows: u64,
+    pub dead_rows: u64,
+    pub delivery_rows: u64,
+    pub markers: u64,
+    pub mismatches: Vec<Mismatch>,
+    /// Mismatches beyond the reported ones (the list is capped).
+    pub more_mismatches: u64,
+}
+
+/// Most mismatches listed; the rest are counted.
+pub const MAX_LISTED: usize = 1000;
+
+impl CheckReport {
+    pub fn ok(&self) -> bool {
+        self.mismatches.is_empty() && self.more_mismatches == 0
+    }
+    fn push(&mut self, m: Mismatch) {
+        if self.mismatches.len() < MAX_LISTED {
+            self.mismatches.push(m);
+        } else {
+            self.more_mismatches += 1;
+        }
+    }
+}
+
+/// Runs every check. `progress` is called with a phase name and rows seen.
+pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckReport> {
+    let mut rep = CheckReport::default();
+    let mut fold: BTreeMap<u32, Counters> = BTreeMap::new();
+    // (seq, sink) -> (index ord, count) for every index row. Memory grows
+    // with rows here; the check reports rather than streams this pairing
+    // because delivery rows are keyed by seq while index rows are not.
+    let mut owners: HashMap<(u64, u16), (u32, u32)> = HashMap::new();
+
+    // Active markers.
+    let mut markers: HashSet<(u64, u32)> = HashSet::new();
+    let (lo, hi) = bounds::family(prefix::ACTIVE);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        match ActiveKey::decode(k) {
+            Ok(a) => {
+                markers.insert((a.bucket, a.ord));
+            }
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "index/A",
+                detail: e.to_string(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    rep.markers = markers.len() as u64;
+
+    // Due rows.
+    let (lo, hi) = bounds::family(prefix::DUE);
+    let mut n = 0u64;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        match DueRow::decode(k, v) {
+            Ok(r) => {
+                let c = fold.entry(r.ord).or_default();
+                match r.kind {
+                    crate::values::Kind::First => c.pending += 1,
+                    crate::values::Kind::Retry => c.scheduled += 1,
+                }
+                c.bytes += i64::from(r.size);
+                if !markers.contains(&(bucket_of(r.at), r.ord)) {
+                    rep.push(Mismatch::MissingMarker {
+                        ord: r.ord,
+                        at: r.at,
+                        seq: r.seq,
+                        sink: r.sink,
+                    });
+                }
+                let e = owners.entry((r.seq, r.sink)).or_insert((r.ord, 0));
+                e.1 += 1;
+            }
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "index/D",
+                detail: e.to_string(),
+            }),
+        }
+        n += 1;
+        if n % 100_000 == 0 {
+            progress("due", n);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    rep.due_rows = n;
+
+    // Inflight rows.
+    let (lo, hi) = bounds::family(prefix::INFLIGHT);
+    let mut n = 0u64;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        match (InflightKey::decode(k), decode_size(v)) {
+            (Ok(key), Ok(size)) => {
+                let c = fold.entry(key.ord).or_default();
+                c.inflight += 1;
+                c.bytes += i64::from(size);
+                let e = owners.entry((key.seq, key.sink)).or_insert((key.ord, 0));
+                e.1 += 1;
+            }
+            (Err(e), _) | (_, Err(e)) => rep.push(Mismatch::Undecodable {
+                family: "index/F",
+                detail: e.to_string(),
+            }),
+        }
+        n += 1;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    rep.inflight_rows = n;
+    progress("inflight", n);
+
+    // Dead rows: x, then X, pairing them.
+    let mut dead_x: HashSet<(u64, u64, u16)> = HashSet::new();
+    let mut dead_bytes_owed: Vec<(u32, u64, u16)> = Vec::new();
+    let (lo, hi) = bounds::family(prefix::DEAD);
+    let mut n = 0u64;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        match (DeadKey::decode(k), DeadValue::decode(v)) {
+            (Ok(key), Ok(val)) => {
+                fold.entry(val.ord).or_default().dead += 1;
+                dead_x.insert((key.at, key.seq, key.sink));
+                dead_bytes_owed.push((val.ord, key.seq, key.sink));
+                let e = owners.entry((key.seq, key.sink)).or_insert((val.ord, 0));
+                e.1 += 1;
+            }
+            (Err(e), _) | (_, Err(e)) => rep.push(Mismatch::Undecodable {
+                family: "index/x",
+                detail: e.to_string(),
+            }),
+        }
+        n += 1;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    rep.dead_rows = n;
+    let (lo, hi) = bounds::family(prefix::DEAD_BY_TENANT);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        match DeadByTenantKey::decode(k) {
+            Ok(key) => {
+                if !dead_x.remove(&(key.at, key.seq, key.sink)) {
+                    rep.push(Mismatch::DeadPair {
+                        at: key.at,
+                        seq: key.seq,
+                        sink: key.sink,
+                        has_x: false,
+                        has_big_x: true,
+                    });
+                }
+            }
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "index/X",
+                detail: e.to_string(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    for (at, seq, sink) in dead_x {
+        rep.push(Mismatch::DeadPair {
+            at,
+            seq,
+            sink,
+            has_x: true,
+            has_big_x: false,
+        });
+    }
+    progress("dead", rep.dead_rows);
+
+    // Archive obligations.
+    let (lo, hi) = bounds::family(prefix::ARCHIVE);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |_, v| {
+        match ArchiveValue::decode(v) {
+            Ok(a) => fold.entry(a.ord).or_default().archive_pending += 1,
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "index/a",
+                detail: e.to_string(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+
+    // Delivery rows: each pairs with exactly one index row; dead rows' bytes
+    // come from here (the x value carries no size).
+    let mut dead_sizes: HashMap<(u64, u16), u32> = HashMap::new();
+    let dead_set: HashSet<(u64, u16)> = dead_bytes_owed.iter().map(|d| (d.1, d.2)).collect();
+    let mut n = 0u64;
+    store.scan(
+        Family::Deliveries,
+        &[],
+        &[0xFF; 11],
+        Dir::Forward,
+        |k, v| {
+            match (keys::decode_delivery_key(k), DeliveryRow::decode(v)) {
+                (Ok((seq, sink)), Ok(row)) => {
+                    match owners.remove(&(seq, sink)) {
+                        Some((ord, 1)) => {
+                            if ord != row.ord {
+                                rep.push(Mismatch::WrongOrdinal {
+                                    seq,
+                                    sink,
+                                    index_ord: ord,
+                                    row_ord: row.ord,
+                                });
+                            }
+                        }
+                        Some((_, count)) => {
+                            rep.push(Mismatch::DeliveryIndexCount { seq, sink, count })
+                        }
+                        None => rep.push(Mismatch::DeliveryIndexCount {
+                            seq,
+                            sink,
+                            count: 0,
+                        }),
+                    }
+                    if dead_set.contains(&(seq, sink)) {
+                        dead_sizes.insert((seq, sink), row.size);
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => rep.push(Mismatch::Undecodable {
+                    family: "deliveries",
+                    detail: e.to_string(),
+                }),
+            }
+            n += 1;
+            if n % 100_000 == 0 {
+                progress("deliveries", n);
+            }
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    rep.delivery_rows = n;
+    let mut orphans: Vec<_> = owners.into_iter().collect();
+    orphans.sort();
+    for ((seq, sink), _) in orphans {
+        rep.push(Mismatch::MissingDelivery {
+            index: "D/F/x",
+            seq,
+            sink,
+        });
+    }
+    for (ord, seq, sink) in dead_bytes_owed {
+        if let Some(size) = dead_sizes.get(&(seq, sink)) {
+            fold.entry(ord).or_default().bytes += i64::from(*size);
+        }
+    }
+
+    // Ordinals both ways.
+    let next_ord = store.next_ord()?;
+    let mut by_ord: BTreeMap<u32, Option<String>> = BTreeMap::new();
+    let (lo, hi) = bounds::family(prefix::TENANT_BY_ORD);
+    store.scan(Family::Tenants, &lo, &hi, Dir::Forward, |k, v| {
+        match keys::decode_tenant_by_ord_key(k) {
+            Ok(ord) => {
+                let name = if v.is_empty() {
+                    None
+                } else {
+                    Some(String::from_utf8_lossy(v).into_owned())
+                };
+                by_ord.insert(ord, name);
+            }
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "tenants/t",
+                detail: e.to_string(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut named: BTreeSet<u32> = BTreeSet::new();
+    let (lo, hi) = bounds::family(prefix::ORD_BY_TENANT);
+    store.scan(Family::Tenants, &lo, &hi, Dir::Forward, |k, v| {
+        match (keys::decode_ord_by_tenant_key(k), <[u8; 4]>::try_from(v)) {
+            (Ok(id), Ok(b)) => {
+                let ord = u32::from_be_bytes(b);
+                named.insert(ord);
+                match by_ord.get(&ord) {
+                    Some(Some(name)) if *name == id => {}
+                    Some(Some(name)) => rep.push(Mismatch::OrdinalMap {
+                        ord,
+                        detail: format!("n says {id:?}, t says {name:?}"),
+                    }),
+                    Some(None) => rep.push(Mismatch::OrdinalMap {
+                        ord,
+                        detail: format!("n row for {id:?} points at an erased ordinal"),
+                    }),
+                    None => rep.push(Mismatch::OrdinalMap {
+                        ord,
+                        detail: format!("n row for {id:?} has no t row"),
+                    }),
+                }
+            }
+            _ => rep.push(Mismatch::Undecodable {
+                family: "tenants/n",
+                detail: "bad n row".into(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    for (&ord, name) in &by_ord {
+        if ord == 0 || ord >= next_ord {
+            rep.push(Mismatch::OrdinalPastNext { ord, next_ord });
+        }
+        if name.is_some() && !named.contains(&ord) {
+            rep.push(Mismatch::OrdinalMap {
+                ord,
+                detail: "t row has no n row".into(),
+            });
+        }
+    }
+    rep.tenants = by_ord.values().filter(|n| n.is_some()).count() as u64;
+
+    // Counters: every stored counter equals the fold, and the node equals
+    // the sum; every ordinal in use was allocated.
+    let mut stored: BTreeMap<u32, Counters> = BTreeMap::new();
+    store.scan(Family::Counters, &[], &[0xFF; 6], Dir::Forward, |k, v| {
+        match keys::decode_counter_key(k) {
+            Ok((ord, f)) => match (Field::from_u8(f), decode_value(v)) {
+                (Some(field), Some(val)) => *stored.entry(ord).or_default().get_mut(field) = val,
+                _ => rep.push(Mismatch::Undecodable {
+                    family: "counters",
+                    detail: format!("ord {ord} field {f}"),
+                }),
+            },
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "counters",
+                detail: e.to_string(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut node = Counters::default();
+    for c in fold.values() {
+        for f in Field::ALL {
+            *node.get_mut(f) += c.get(f);
+        }
+    }
+    fold.insert(0, node);
+    let ords: BTreeSet<u32> = fold.keys().chain(stored.keys()).copied().collect();
+    for ord in ords {
+        if ord != 0 && !by_ord.contains_key(&ord) {
+            let used_by = if fold.get(&ord).is_some_and(|c| !c.is_zero()) {
+                "rows"
+            } else {
+                "counters"
+            };
+            if used_by == "rows" || stored.get(&ord).is_some_and(|c| !c.is_zero()) {
+                rep.push(Mismatch::UnknownOrdinal { ord, used_by });
+            }
+        }
+        let s = stored.get(&ord).copied().unwrap_or_default();
+        let f = fold.get(&ord).copied().unwrap_or_default();
+        for field in Field::ALL {
+            if s.get(field) != f.get(field) {
+                rep.push(Mismatch::Counter {
+                    ord,
+                    field: field.name(),
+                    stored: s.get(field),
+                    folded: f.get(field),
+                });
+            }
+        }
+    }
+    progress("done", rep.delivery_rows);
+    Ok(rep)
+}
+
+/// Folded counters of one tenant (tests and diagnostics; O(tenant's rows)).
+pub fn fold_tenant(store: &Store, ord: u32) -> Result<Counters> {
+    let mut c = Counters::default();
+    let (lo, hi) = bounds::tenant(prefix::DUE, ord);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        let r = DueRow::decode(k, v)?;
+        match r.kind {
+            crate::values::Kind::First => c.pending += 1,
+            crate::values::Kind::Retry => c.scheduled += 1,
+        }
+        c.bytes += i64::from(r.size);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let (lo, hi) = bounds::tenant(prefix::INFLIGHT, ord);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |_, v| {
+        c.inflight += 1;
+        c.bytes += i64::from(decode_size(v)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let (lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
+    let mut dead = Vec::new();
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        dead.push(DeadByTenantKey::decode(k)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    c.dead = dead.len() as i64;
+    for k in dead {
+        if let Some(row) = crate::queries::delivery(store, k.seq, k.sink)? {
+            c.bytes += i64::from(row.size);
+        }
+    }
+    let (lo, hi) = bounds::family(prefix::ARCHIVE);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |_, v| {
+        if ArchiveValue::decode(v)?.ord == ord {
+            c.archive_pending += 1;
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(c)
+}

@@ -1,0 +1,225 @@
+//! Per-tenant counters: six signed 64-bit values per ordinal, ord 0 being
+//! the node aggregate.
+//!
+//! Invariants:
+//! - A counter is only ever changed by a merge operand (a signed delta),
+//!   never read-modify-written, so concurrent writers cannot lose a count.
+//! - Every delta for a real ordinal is mirrored into ord 0 by
+//!   [`CounterDeltas::merge_ops`], the one place that turns deltas into
+//!   writes; the node aggregate is therefore always the sum of the tenants.
+//! - Deltas commit in the same `WriteBatch` as the row changes they count.
+//!
+//! Values are 8-byte little-endian two's-complement integers, combined by the
+//! [`I64_ADD`] merge operator: bit-for-bit the behaviour of RocksDB's built-in
+//! `uint64add` (wrapping 64-bit addition of little-endian fixed64 values), so
+//! another binding may open the family with `merge_operator=uint64add`.
+
+use std::collections::BTreeMap;
+
+use rocksdb::MergeOperands;
+
+/// Name the counters family's merge operator is registered under.
+pub const I64_ADD: &str = "ankusa.i64add";
+
+/// A counter field; the discriminant is the byte stored in the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    /// Due rows of kind 0 (first attempt, revival, recovery).
+    Pending = 1,
+    /// Due rows of kind 1 (retry waiting out its backoff).
+    Scheduled = 2,
+    /// Rows being delivered.
+    Inflight = 3,
+    /// Dead rows (the DLQ).
+    Dead = 4,
+    /// Sum of the sizes of every delivery row that exists.
+    Bytes = 5,
+    /// Archive obligations not yet settled.
+    ArchivePending = 6,
+}
+
+impl Field {
+    pub const ALL: [Field; 6] = [
+        Field::Pending,
+        Field::Scheduled,
+        Field::Inflight,
+        Field::Dead,
+        Field::Bytes,
+        Field::ArchivePending,
+    ];
+
+    pub fn from_u8(b: u8) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| *f as u8 == b)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Pending => "pending",
+            Field::Scheduled => "scheduled",
+            Field::Inflight => "inflight",
+            Field::Dead => "dead",
+            Field::Bytes => "bytes",
+            Field::ArchivePending => "archive_pending",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
+
+/// The six counters of one ordinal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    pub pending: i64,
+    pub scheduled: i64,
+    pub inflight: i64,
+    pub dead: i64,
+    pub bytes: i64,
+    pub archive_pending: i64,
+}
+
+impl Counters {
+    pub fn get(&self, f: Field) -> i64 {
+        match f {
+            Field::Pending => self.pending,
+            Field::Scheduled => self.scheduled,
+            Field::Inflight => self.inflight,
+            Field::Dead => self.dead,
+            Field::Bytes => self.bytes,
+            Field::ArchivePending => self.archive_pending,
+        }
+    }
+
+    pub fn get_mut(&mut self, f: Field) -> &mut i64 {
+        match f {
+            Field::Pending => &mut self.pending,
+            Field::Scheduled => &mut self.scheduled,
+            Field::Inflight => &mut self.inflight,
+            Field::Dead => &mut self.dead,
+            Field::Bytes => &mut self.bytes,
+            Field::ArchivePending => &mut self.archive_pending,
+        }
+    }
+
+    /// Rows waiting to be delivered (due now or later).
+    pub fn queued(&self) -> i64 {
+        self.pending + self.scheduled
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Counters::default()
+    }
+}
+
+/// Deltas accumulated by the transitions of one batch, coalesced per
+/// (ordinal, field). Only [`CounterDeltas::merge_ops`] turns them into writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterDeltas {
+    deltas: BTreeMap<(u32, Field), i64>,
+}
+
+impl CounterDeltas {
+    pub fn add(&mut self, ord: u32, field: Field, delta: i64) {
+        if delta == 0 {
+            return;
+        }
+        let e = self.deltas.entry((ord, field)).or_insert(0);
+        *e = e.wrapping_add(delta);
+        if *e == 0 {
+            self.deltas.remove(&(ord, field));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.deltas.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = ((u32, Field), i64)> + '_ {
+        self.deltas.iter().map(|(k, v)| (*k, *v))
+    }
+
+    pub fn absorb(&mut self, other: &CounterDeltas) {
+        for ((ord, f), d) in other.iter() {
+            self.add(ord, f, d);
+        }
+    }
+
+    /// The merge operands to write: one per (ordinal, field) with a non-zero
+    /// delta, plus the node aggregate (ord 0) per field.
+    pub fn merge_ops(&self) -> Vec<([u8; 5], [u8; 8])> {
+        let mut node: BTreeMap<Field, i64> = BTreeMap::new();
+        let mut out = Vec::with_capacity(self.deltas.len() + 6);
+        for (&(ord, field), &delta) in &self.deltas {
+            if ord != 0 {
+                let e = node.entry(field).or_insert(0);
+                *e = e.wrapping_add(delta);
+            }
+            out.push((
+                crate::keys::counter_key(ord, field as u8),
+                delta.to_le_bytes(),
+            ));
+        }
+        for (field, delta) in node {
+            if delta != 0 {
+                out.push((
+                    crate::keys::counter_key(0, field as u8),
+                    delta.to_le_bytes(),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Decodes a stored counter value. A value of the wrong width counts as 0,
+/// as RocksDB's `uint64add` does, rather than failing every read of a
+/// tenant; `store check` reports such a value.
+pub fn decode_value(b: &[u8]) -> Option<i64> {
+    <[u8; 8]>::try_from(b).ok().map(i64::from_le_bytes)
+}
+
+/// The merge operator. Must never panic and never return `None` (either
+/// would take the database down), so malformed operands count as 0.
+pub fn i64_add(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let mut acc = existing.and_then(decode_value).unwrap_or(0);
+    for op in operands {
+        acc = acc.wrapping_add(decode_value(op).unwrap_or(0));
+    }
+    Some(acc.to_le_bytes().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_coalesce_and_mirror_into_node() {
+        let mut d = CounterDeltas::default();
+        d.add(3, Field::Pending, 2);
+        d.add(3, Field::Pending, -1);
+        d.add(4, Field::Pending, 5);
+        d.add(4, Field::Bytes, 10);
+        d.add(4, Field::Bytes, -10);
+        let ops = d.merge_ops();
+        let find = |ord: u32, f: Field| {
+            ops.iter()
+                .find(|(k, _)| *k == crate::keys::counter_key(ord, f as u8))
+                .map(|(_, v)| i64::from_le_bytes(*v))
+        };
+        assert_eq!(find(3, Field::Pending), Some(1));
+        assert_eq!(find(4, Field::Pending), Some(5));
+        assert_eq!(find(0, Field::Pending), Some(6));
+        assert_eq!(find(4, Field::Bytes), None, "zero deltas are not written");
+        assert_eq!(ops.len(), 3);
+    }
+
+    #[test]
+    fn field_names_round_trip() {
+        for f in Field::ALL {
+            assert_eq!(Field::parse(f.name()), Some(f));
+            assert_eq!(Field::from_u8(f as u8), Some(f));
+        }
+        assert_eq!(Field::from_u8(0), None);
+    }
+}

@@ -1,0 +1,418 @@
+//! Realistic format 3 stores for tests, benches and demos, written through
+//! the real transitions (so a fixture can never hold a state the daemon
+//! could not produce).
+//!
+//! A fixture has skewed tenant sizes (Zipf-like), the `default` tenant, a
+//! tenant whose rows are all dead, and rows in every state: pending,
+//! retrying (kind 1, due in the future), inflight, dead, delivered (gone,
+//! leaving reclaimable hooks), plus archive obligations. Everything derives
+//! from the seed: the same spec writes the same logical store.
+
+use serde::Serialize;
+
+use crate::batch::Batch;
+use crate::error::{Result, StoreError};
+use crate::queries;
+use crate::store::Store;
+use crate::tenants::{TenantAllocator, DEFAULT_TENANT};
+use crate::transitions::{self, IngestHook};
+use crate::values::{DeliveryRow, Envelope};
+
+/// Name of the tenant whose rows are all dead.
+pub const DEAD_ONLY_TENANT: &str = "dead-only";
+
+/// What to write.
+#[derive(Debug, Clone)]
+pub struct FixtureSpec {
+    /// Tenants, `default` and `dead-only` included (at least 2).
+    pub tenants: u32,
+    /// Delivery rows to create (hooks have one or two sinks).
+    pub rows: u64,
+    pub seed: u64,
+    /// The fixture's "now" in ms: rows are received in the hour before it.
+    pub now: u64,
+    /// Hooks per synced commit.
+    pub batch_hooks: usize,
+}
+
+impl FixtureSpec {
+    pub fn new(tenants: u32, rows: u64, seed: u64, now: u64) -> Self {
+        Self {
+            tenants,
+            rows,
+            seed,
+            now,
+            batch_hooks: 2000,
+        }
+    }
+}
+
+/// What was written.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FixtureReport {
+    pub hooks: u64,
+    pub rows: u64,
+    pub pending: u64,
+    pub retrying: u64,
+    pub inflight: u64,
+    pub dead: u64,
+    pub delivered: u64,
+    pub archived_hooks: u64,
+    pub tenants: u32,
+    pub markers_cleaned: u64,
+}
+
+/// splitmix64: tiny, deterministic, good enough for fixture shapes.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+enum Fate {
+    Pending,
+    Retrying,
+    Inflight,
+    Dead,
+    Delivered,
+}
+
+fn tenant_name(i: u32) -> String {
+    match i {
+        0 => DEFAULT_TENANT.to_owned(),
+        1 => DEAD_ONLY_TENANT.to_owned(),
+        n => format!("tenant-{n:06}"),
+    }
+}
+
+/// Writes a fixture into `store` (normally fresh). `progress(rows_done,
+/// rows_total)` is called after every commit.
+pub fn write(
+    store: &Store,
+    spec: &FixtureSpec,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<FixtureReport> {
+    store.require_writable()?;
+    if spec.tenants < 2 {
+        return Err(StoreError::InvalidTenant(
+            "a fixture needs at least 2 tenants (default and dead-only)".into(),
+        ));
+    }
+    let mut rng = Rng::new(spec.seed);
+    // Zipf-like weights (s = 1.1) over tenants 2.., with `default` and the
+    // dead-only tenant given fixed small shares, so sizes are skewed.
+    let n = spec.tenants as usize;
+    let mut cdf = Vec::with_capacity(n);
+    let mut acc = 0.0f64;
+    for i in 0..n {
+        let w = match i {
+            0 => 0.05,
+            1 => 0.01,
+            _ => 1.0 / ((i - 1) as f64).powf(1.1),
+        };
+        acc += w;
+        cdf.push(acc);
+    }
+    let mut alloc = TenantAllocator::load(store, u32::MAX - 1)?;
+    let mut seq = store.next_seq()?;
+    let mut rep = FixtureReport {
+        tenants: spec.tenants,
+        ..FixtureReport::default()
+    };
+    // Every tenant appears once in the first batches so each gets an ordinal
+    // in name order, even the ones the Zipf draw rarely picks.
+    let mut unseen: u32 = 0;
+
+    while rep.rows < spec.rows {
+        let mut b = Batch::new();
+        let mut hooks = Vec::with_capacity(spec.batch_hooks);
+        while hooks.len() < spec.batch_hooks && rep.rows < spec.rows {
+            let ti = if unseen < spec.tenants {
+                unseen += 1;
+                unseen - 1
+            } else {
+                let x = rng.unit() * acc;
+                cdf.partition_point(|&c| c < x).min(n - 1) as u32
+            };
+            let sinks: u16 = if rng.below(5) == 0 { 2 } else { 1 };
+            let sinks = sinks
+                .min(u16::try_from(spec.rows - rep.rows).unwrap_or(u16::MAX))
+                .max(1);
+            let size = 32 + (rng.below(480) as usize) * (1 + rng.below(4) as usize) / 2;
+            let received_at = spec.now.saturating_sub(rng.below(3_600_000));
+            let body: Vec<u8> = format!(
+                "{{\"event\":\"order.updated\",\"n\":{seq},\"pad\":\"{}\"}}",
+                "x".repeat(size)
+            )
+            .into_bytes();
+            let env = Envelope {
+                received_at,
+                source_id: if ti % 3 == 0 {
+                    "shop".into()
+                } else {
+                    "billing".into()
+                },
+                tenant: tenant_name(ti),
+                idempotency_key: (rng.below(10) == 0).then(|| format!("idem-{seq}")),
+                headers: vec![("content-type".into(), b"application/json".to_vec())],
+                body,
+            };
+            hooks.push((seq, sinks, env));
+            seq += 1;
+            rep.rows += u64::from(sinks);
+        }
+        let res = alloc.resolve(store, hooks.iter().map(|h| h.2.tenant.as_str()), &mut b)?;
+        for (hseq, sinks, env) in &hooks {
+            let ord = res.ord(&env.tenant, alloc.max())?;
+            let archive = rng.below(10) == 0;
+            rep.archived_hooks += u64::from(archive);
+            let due = transitions::ingest(
+                &mut b,
+                &IngestHook {
+                    seq: *hseq,
+                    ord,
+                    envelope: env,
+                    sinks: *sinks,
+                    archive,
+                    dedupe_expires_at: Some(spec.now + 86_400_000),
+                },
+            );
+            rep.hooks += 1;
+            for row in due {
+                let fate = if env.tenant == DEAD_ONLY_TENANT {
+                    Fate::Dead
+                } else {
+                    match rng.below(100) {
+                        0..=69 => Fate::Pending,
+                        70..=79 => Fate::Retrying,
+                        80..=84 => Fate::Inflight,
+                        85..=94 => Fate::Dead,
+                        _ => Fate::Delivered,
+                    }
+                };
+                match fate {
+                    Fate::Pending => rep.pending += 1,
+                    Fate::Inflight => {
+                        transitions::claim(&mut b, &row);
+                        rep.inflight += 1;
+                    }
+                    Fate::Delivered => {
+                        let f = transitions::claim(&mut b, &row);
+                        transitions::delivered(&mut b, &f);
+                        rep.delivered += 1;
+                    }
+                    Fate::Retrying => {
+                        let f = transitions::claim(&mut b, &row);
+                        let mut d = DeliveryRow::new(ord, row.size);
+                        d.record(row.at, 503, "503 Service Unavailable");
+                        let at = spec.now + 1000 + rng.below(600_000);
+                        transitions::retry(&mut b, &f, &d, at);
+                        rep.retrying += 1;
+                    }
+                    Fate::Dead => {
+                        let f = transitions::claim(&mut b, &row);
+                        let mut d = DeliveryRow::new(ord, row.size);
+                        for i in 0..3u64 {
+                            d.record(row.at + i * 1000, 500, "500 Internal Server Error");
+                        }
+                        let at = row.at + 3000;
+                        transitions::dead_letter(&mut b, &f, &d, at, &env.source_id);
+                        rep.dead += 1;
+                    }
+                }
+            }
+        }
+        store.commit(b, true)?;
+        alloc.committed(res);
+        progress(rep.rows, spec.rows);
+    }
+    // The dispatcher's marker cleanup, as it would run after these claims.
+    let (_, markers) = queries::active_markers(store, spec.now, usize::MAX)?;
+    let mut by_tenant: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for (ord, bucket) in markers {
+        by_tenant.entry(ord).or_default().push(bucket);
+    }
+    for (ord, buckets) in by_tenant {
+        let c = transitions::cleanup_markers(store, ord, &buckets, spec.now)?;
+        rep.markers_cleaned += c.deleted.len() as u64 - c.restored.len() as u64;
+    }
+    Ok(rep)
+}
+
+/// Writes a store in the previous release's layout (format 2) into `store`
+/// (created by [`Store::create_v2`]): the input of the upgrade path. Same
+/// shapes as [`write`], plus what only old stores hold: hooks with no tenant
+/// (empty tenant field) and one hook whose envelope does not decode.
+pub fn write_v2(
+    store: &Store,
+    spec: &FixtureSpec,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<FixtureReport> {
+    use crate::keys::{hook_key, prefix, V2DueKey, V2InflightKey};
+    use crate::schema::Family;
+    use crate::values::{encode_size, v2, DeadValue, HookId};
+
+    store.require_writable()?;
+    if spec.tenants < 2 {
+        return Err(StoreError::InvalidTenant(
+            "a fixture needs at least 2 tenants (default and dead-only)".into(),
+        ));
+    }
+    let mut rng = Rng::new(spec.seed);
+    let n = spec.tenants as usize;
+    let mut cdf = Vec::with_capacity(n);
+    let mut acc = 0.0f64;
+    for i in 0..n {
+        let w = match i {
+            0 => 0.05,
+            1 => 0.01,
+            _ => 1.0 / ((i - 1) as f64).powf(1.1),
+        };
+        acc += w;
+        cdf.push(acc);
+    }
+    let mut seq = store.next_seq()?;
+    let mut rep = FixtureReport {
+        tenants: spec.tenants,
+        ..FixtureReport::default()
+    };
+    let mut unseen: u32 = 0;
+    let mut garbage_written = false;
+    while rep.rows < spec.rows {
+        let mut b = Batch::new();
+        let mut hooks = 0;
+        while hooks < spec.batch_hooks && rep.rows < spec.rows {
+            hooks += 1;
+            let ti = if unseen < spec.tenants {
+                unseen += 1;
+                unseen - 1
+            } else {
+                let x = rng.unit() * acc;
+                cdf.partition_point(|&c| c < x).min(n - 1) as u32
+            };
+            let sinks: u16 = if rng.below(5) == 0 { 2 } else { 1 };
+            let sinks = sinks
+                .min(u16::try_from(spec.rows - rep.rows).unwrap_or(u16::MAX))
+                .max(1);
+            let size = 32 + (rng.below(480) as usize) * (1 + rng.below(4) as usize) / 2;
+            let received_at = spec.now.saturating_sub(rng.below(3_600_000));
+            // `default` hooks of the old release carried no tenant at all.
+            let tenant = if ti == 0 {
+                String::new()
+            } else {
+                tenant_name(ti)
+            };
+            let env = Envelope {
+                received_at,
+                source_id: if ti % 3 == 0 {
+                    "shop".into()
+                } else {
+                    "billing".into()
+                },
+                tenant: tenant.clone(),
+                idempotency_key: None,
+                headers: vec![("content-type".into(), b"application/json".to_vec())],
+                body: vec![b'v'; size],
+            };
+            let body_size = env.charged_size();
+            if !garbage_written && ti >= 2 {
+                // One hook whose envelope is unreadable: its rows must land
+                // under `default` after the upgrade.
+                b.put(
+                    Family::Hooks,
+                    hook_key(seq).to_vec(),
+                    vec![0xEE, 0x01, 0x02],
+                );
+                garbage_written = true;
+            } else {
+                b.put(Family::Hooks, hook_key(seq).to_vec(), env.encode());
+            }
+            rep.hooks += 1;
+            if rng.below(10) == 0 {
+                b.put(
+                    Family::Index,
+                    vec![prefix::ARCHIVE]
+                        .into_iter()
+                        .chain(seq.to_be_bytes())
+                        .collect::<Vec<u8>>(),
+                    encode_size(body_size).to_vec(),
+                );
+                rep.archived_hooks += 1;
+            }
+            for sink in 0..sinks {
+                rep.rows += 1;
+                let fate = if ti == 1 { 99 } else { rng.below(100) };
+                let attempts: u16 = match fate {
+                    0..=69 => {
+                        let k = V2DueKey {
+                            at: received_at,
+                            seq,
+                            sink,
+                        };
+                        b.put(Family::Index, k.encode(), encode_size(body_size).to_vec());
+                        rep.pending += 1;
+                        0
+                    }
+                    70..=79 => {
+                        let at = spec.now + 1000 + rng.below(600_000);
+                        let k = V2DueKey { at, seq, sink };
+                        b.put(Family::Index, k.encode(), encode_size(body_size).to_vec());
+                        rep.retrying += 1;
+                        1
+                    }
+                    80..=84 => {
+                        let k = V2InflightKey { seq, sink };
+                        b.put(Family::Index, k.encode(), encode_size(body_size).to_vec());
+                        rep.inflight += 1;
+                        1
+                    }
+                    _ => {
+                        let mut k = vec![prefix::DEAD];
+                        k.extend_from_slice(&(received_at + 3000).to_be_bytes());
+                        k.extend_from_slice(&seq.to_be_bytes());
+                        k.extend_from_slice(&sink.to_be_bytes());
+                        b.put(
+                            Family::Index,
+                            k,
+                            DeadValue::encode_v2(&env.source_id, &HookId(seq).to_string()),
+                        );
+                        rep.dead += 1;
+                        3
+                    }
+                };
+                b.put(
+                    Family::Deliveries,
+                    crate::keys::delivery_key(seq, sink).to_vec(),
+                    v2::encode_delivery(body_size, attempts),
+                );
+            }
+            seq += 1;
+        }
+        b.put(
+            Family::Meta,
+            crate::keys::meta::NEXT_SEQ.to_vec(),
+            seq.to_be_bytes().to_vec(),
+        );
+        store.commit(b, true)?;
+        progress(rep.rows, spec.rows);
+    }
+    Ok(rep)
+}

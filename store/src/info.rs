@@ -1,0 +1,51 @@
+//! `store info`: a summary that costs point reads and bounded scans only.
+
+use serde::Serialize;
+
+use crate::counters::Counters;
+use crate::error::Result;
+use crate::queries::{self, OldestDue};
+use crate::schema::Family;
+use crate::store::Store;
+
+/// Active tenants counted at most this far (the count saturates).
+pub const ACTIVE_COUNT_LIMIT: usize = 100_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreInfo {
+    pub path: String,
+    pub mode: &'static str,
+    pub format: Option<u32>,
+    pub node: Counters,
+    /// Ordinals ever allocated (erased tenants included).
+    pub tenants: u32,
+    /// Tenants with work due now (saturates at `active_tenants_limit`).
+    pub active_tenants: usize,
+    pub active_tenants_limit: usize,
+    pub oldest_due: Option<OldestDue>,
+    pub oldest_due_age_ms: Option<u64>,
+    pub next_seq: u64,
+    /// RocksDB's estimate of keys per family.
+    pub approx_keys: Vec<(String, u64)>,
+}
+
+pub fn gather(store: &Store, now: u64) -> Result<StoreInfo> {
+    let oldest = queries::oldest_due(store)?;
+    let mut approx = Vec::new();
+    for f in Family::ALL {
+        approx.push((f.name().to_owned(), store.estimate_keys(f)?));
+    }
+    Ok(StoreInfo {
+        path: store.path().display().to_string(),
+        mode: store.mode().label(),
+        format: store.format()?,
+        node: queries::node_counters(store)?,
+        tenants: crate::tenants::allocated(store)?,
+        active_tenants: queries::active_tenants(store, now, ACTIVE_COUNT_LIMIT)?.len(),
+        active_tenants_limit: ACTIVE_COUNT_LIMIT,
+        oldest_due: oldest,
+        oldest_due_age_ms: oldest.map(|o| o.age_ms(now)),
+        next_seq: store.next_seq()?,
+        approx_keys: approx,
+    })
+}

@@ -1,0 +1,565 @@
+//! The format 2 → 3 migration.
+//!
+//! A migration is a sequence of *steps*. A step reads at most [`STEP_ROWS`]
+//! old rows from where the previous step stopped, and returns one batch
+//! holding their format 3 replacements, the counter deltas that seed the
+//! per-tenant counters, any new tenant ordinals, and the new cursor. The
+//! batch commits in one synced write, so a migration killed at any point
+//! (Ctrl-C, `kill -9`, power loss) resumes from its last cursor with nothing
+//! counted twice.
+//!
+//! Invariants:
+//! - The cursor (`m:migrating:3`) records the phase and the last old key
+//!   moved; a step seeks to just after it, never to the family's start (the
+//!   moved keys are tombstones, and re-walking them would make the migration
+//!   quadratic).
+//! - New prefixes (`D`, `F`, `X`, `A`) never collide with old ones (`d`,
+//!   `f`), so a half-migrated range never holds two layouts under one prefix.
+//!   `x` and `a` keep their keys and get new values in place; the cursor says
+//!   which side of it is new.
+//! - Ordinals are allocated once, in first-sight order, by the migration's
+//!   single allocator; past `tenants.max` the migration still completes (the
+//!   cap refuses new tenants at ingest; it never strands existing rows).
+//! - The format stamp changes in the same write as the last step.
+//!
+//! Phases: 1 due (`d`), 2 inflight (`f`), 3 dead (`x`), 4 archive (`a`),
+//! 5 finish (delete what is left of the old `d` and `f` ranges, stamp 3).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::batch::Batch;
+use crate::codec::{put_bytes16, Reader};
+use crate::error::{DecodeError, Result, StoreError};
+use crate::keys::{self, bounds, meta, prefix, DeadKey, V2DueKey, V2InflightKey};
+use crate::rows::DeadRow;
+use crate::schema::{Family, FORMAT, FORMAT_V2};
+use crate::store::{probe, Dir, Store};
+use crate::tenants::{validate_id, Resolution, TenantAllocator, DEFAULT_TENANT};
+use crate::transitions;
+use crate::values::{decode_size, v2, ArchiveValue, DeadValue, DeliveryRow, Envelope, Kind};
+
+/// Old rows per step (one synced write each).
+pub const STEP_ROWS: usize = 4096;
+
+/// The one-line description `--dry-run` prints.
+pub const DESCRIPTION: &str =
+    "2 -> 3: re-key due/inflight/dead by tenant ordinal, seed per-tenant counters";
+
+/// A migration phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Due = 1,
+    Inflight = 2,
+    Dead = 3,
+    Archive = 4,
+    Finish = 5,
+}
+
+impl Phase {
+    pub const ROWS: [Phase; 4] = [Phase::Due, Phase::Inflight, Phase::Dead, Phase::Archive];
+
+    fn from_u8(b: u8) -> Result<Phase, DecodeError> {
+        match b {
+            1 => Ok(Phase::Due),
+            2 => Ok(Phase::Inflight),
+            3 => Ok(Phase::Dead),
+            4 => Ok(Phase::Archive),
+            5 => Ok(Phase::Finish),
+            o => Err(DecodeError::new(
+                "migration cursor",
+                format!("unknown phase {o}"),
+            )),
+        }
+    }
+
+    fn next(self) -> Phase {
+        match self {
+            Phase::Due => Phase::Inflight,
+            Phase::Inflight => Phase::Dead,
+            Phase::Dead => Phase::Archive,
+            Phase::Archive | Phase::Finish => Phase::Finish,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Due => "due",
+            Phase::Inflight => "inflight",
+            Phase::Dead => "dead",
+            Phase::Archive => "archive",
+            Phase::Finish => "finish",
+        }
+    }
+
+    fn prefix(self) -> u8 {
+        match self {
+            Phase::Due => prefix::V2_DUE,
+            Phase::Inflight => prefix::V2_INFLIGHT,
+            Phase::Dead => prefix::DEAD,
+            Phase::Archive => prefix::ARCHIVE,
+            Phase::Finish => prefix::V2_DUE,
+        }
+    }
+
+    fn index(self) -> usize {
+        (self as usize).saturating_sub(1).min(3)
+    }
+}
+
+/// Where a migration stands; stored at `m:migrating:3`.
+///
+/// Layout: `1:u8 phase:u8 started_at:u64 done:u64×4 total:u64×4
+/// last_key:bytes16` (an empty `last_key` means "from the phase's start").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cursor {
+    pub phase: Phase,
+    /// When the migration started (ms): due rows later than this become
+    /// retries (kind 1), earlier ones first attempts.
+    pub started_at: u64,
+    /// Rows moved per phase (due, inflight, dead, archive).
+    pub done: [u64; 4],
+    /// Rows counted per phase when the migration started.
+    pub total: [u64; 4],
+    #[serde(skip)]
+    pub last_key: Vec<u8>,
+}
+
+impl Cursor {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(80 + self.last_key.len());
+        out.push(1);
+        out.push(self.phase as u8);
+        out.extend_from_slice(&self.started_at.to_be_bytes());
+        for v in self.done.iter().chain(self.total.iter()) {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        put_bytes16(&mut out, &self.last_key);
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "migration cursor");
+        r.expect_u8(1)?;
+        let phase = Phase::from_u8(r.u8()?)?;
+        let started_at = r.u64()?;
+        let mut done = [0u64; 4];
+        let mut total = [0u64; 4];
+        for d in &mut done {
+            *d = r.u64()?;
+        }
+        for t in &mut total {
+            *t = r.u64()?;
+        }
+        let last_key = r.bytes16()?.to_vec();
+        r.finish()?;
+        Ok(Self {
+            phase,
+            started_at,
+            done,
+            total,
+            last_key,
+        })
+    }
+
+    pub fn rows_done(&self) -> u64 {
+        self.done.iter().sum()
+    }
+
+    pub fn rows_total(&self) -> u64 {
+        self.total.iter().sum()
+    }
+}
+
+/// What a migration would do, counted exactly (a key scan, no values).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub from: u32,
+    pub to: u32,
+    pub description: &'static str,
+    /// Rows per phase: due, inflight, dead, archive.
+    pub rows: [u64; 4],
+    /// Set when a previous run was interrupted: where it stands.
+    pub resume: Option<Cursor>,
+}
+
+/// The state of a store with respect to this migration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Status {
+    /// Format 2, not started.
+    Needed,
+    /// Started and interrupted (or running elsewhere).
+    InProgress { cursor: Cursor },
+    /// Already format 3.
+    Done,
+}
+
+/// Reads a store's migration status without taking its lock.
+pub fn status(path: &Path) -> Result<Status> {
+    let p = probe(path)?;
+    if let Some(c) = p.cursor {
+        return Ok(Status::InProgress {
+            cursor: Cursor::decode(&c)?,
+        });
+    }
+    match p.format {
+        Some(f) if f == FORMAT_V2 => Ok(Status::Needed),
+        Some(f) if f == FORMAT => Ok(Status::Done),
+        Some(f) if f > FORMAT => Err(StoreError::FormatNewer {
+            path: path.to_path_buf(),
+            found: f,
+            supported: FORMAT,
+        }),
+        _ => Err(StoreError::Unstamped {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+fn count_prefix(store: &Store, p: u8) -> Result<u64> {
+    let (lo, hi) = bounds::family(p);
+    let mut n = 0u64;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |_, _| {
+        n += 1;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(n)
+}
+
+/// Counts what the migration will move. `store` is opened with
+/// [`Store::open_any_format`].
+pub fn plan(store: &Store) -> Result<Plan> {
+    let resume = match store.get(Family::Meta, meta::MIGRATING_3)? {
+        Some(b) => Some(Cursor::decode(&b)?),
+        None => None,
+    };
+    let format = store.format()?;
+    if resume.is_none() && format != Some(FORMAT_V2) {
+        return Err(match format {
+            Some(f) if f > FORMAT => StoreError::FormatNewer {
+                path: store.path().to_path_buf(),
+                found: f,
+                supported: FORMAT,
+            },
+            Some(_) => StoreError::NothingToMigrate {
+                path: store.path().to_path_buf(),
+            },
+            None => StoreError::Unstamped {
+                path: store.path().to_path_buf(),
+            },
+        });
+    }
+    let rows = match &resume {
+        // After the due and inflight phases the old prefixes shrink, so the
+        // totals recorded at the start are the ones to report.
+        Some(c) => c.total,
+        None => [
+            count_prefix(store, prefix::V2_DUE)?,
+            count_prefix(store, prefix::V2_INFLIGHT)?,
+            count_prefix(store, prefix::DEAD)?,
+            count_prefix(store, prefix::ARCHIVE)?,
+        ],
+    };
+    Ok(Plan {
+        from: FORMAT_V2,
+        to: FORMAT,
+        description: DESCRIPTION,
+        rows,
+        resume,
+    })
+}
+
+/// A running migration: the cursor and the single ordinal allocator.
+pub struct Migration<'a> {
+    store: &'a Store,
+    cursor: Cursor,
+    alloc: TenantAllocator,
+    /// Tenants past `tenants.max` (logged; the migration completes anyway).
+    pub over_limit: u32,
+    max: u32,
+    /// The tenant resolution of the step being built, applied to the
+    /// allocator only after the step's batch is durable.
+    pending: Option<Resolution>,
+    step_rows: usize,
+}
+
+/// What [`Migration::step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// Moved this many rows; more to do.
+    Moved(usize),
+    /// The store is format 3 now.
+    Finished,
+}
+
+impl<'a> Migration<'a> {
+    /// Starts (or resumes) the migration of a store opened with
+    /// [`Store::open_any_format`]. `now` is the start time used to classify
+    /// due rows as first attempts or retries; a resumed migration keeps the
+    /// original start time. `tenants_max` is only used to report overage.
+    pub fn start(store: &'a Store, now: u64, tenants_max: u32) -> Result<Self> {
+        store.require_writable()?;
+        let p = plan(store)?;
+        let cursor = match p.resume {
+            Some(c) => c,
+            None => {
+                let c = Cursor {
+                    phase: Phase::Due,
+                    started_at: now,
+                    done: [0; 4],
+                    total: p.rows,
+                    last_key: Vec::new(),
+                };
+                // Record the start before moving anything, so the totals and
+                // the start time survive an interruption in the first step.
+                let mut b = Batch::new();
+                b.put(Family::Meta, meta::MIGRATING_3.to_vec(), c.encode());
+                store.commit(b, true)?;
+                c
+            }
+        };
+        Ok(Self {
+            store,
+            cursor,
+            alloc: TenantAllocator::load(store, u32::MAX - 1)?,
+            over_limit: 0,
+            max: tenants_max,
+            pending: None,
+            step_rows: STEP_ROWS,
+        })
+    }
+
+    /// Smaller steps (tests that interrupt between every pair of steps).
+    pub fn with_step_rows(mut self, n: usize) -> Self {
+        self.step_rows = n.max(1);
+        self
+    }
+
+    pub fn cursor(&self) -> &Cursor {
+        &self.cursor
+    }
+
+    /// Runs one step: at most [`STEP_ROWS`] rows, one synced write.
+    pub fn step(&mut self) -> Result<StepOutcome> {
+        if self.cursor.phase == Phase::Finish {
+            self.finish()?;
+            return Ok(StepOutcome::Finished);
+        }
+        let phase = self.cursor.phase;
+        let (lo, hi) = bounds::family(phase.prefix());
+        let start = if self.cursor.last_key.is_empty() {
+            lo
+        } else {
+            let mut k = self.cursor.last_key.clone();
+            k.push(0);
+            k
+        };
+        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        self.store
+            .scan(Family::Index, &start, &hi, Dir::Forward, |k, v| {
+                rows.push((k.to_vec(), v.to_vec()));
+                Ok(if rows.len() >= self.step_rows {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                })
+            })?;
+        let mut next = self.cursor.clone();
+        let moved = rows.len();
+        let mut b = Batch::new();
+        if moved == 0 {
+            next.phase = phase.next();
+            next.last_key.clear();
+        } else {
+            self.move_rows(phase, &rows, &mut b)?;
+            next.done[phase.index()] += moved as u64;
+            if let Some((k, _)) = rows.last() {
+                next.last_key = k.clone();
+            }
+        }
+        b.put(Family::Meta, meta::MIGRATING_3.to_vec(), next.encode());
+        // move_rows resolved tenants into `b`; the allocator learns them only
+        // once the batch is durable.
+        let res = self.pending.take();
+        self.store.commit(b, true)?;
+        if let Some(res) = res {
+            self.alloc.committed(res);
+        }
+        self.cursor = next;
+        Ok(StepOutcome::Moved(moved))
+    }
+
+    /// Runs steps until finished, calling `progress` after each.
+    pub fn run(&mut self, mut progress: impl FnMut(&Cursor)) -> Result<()> {
+        loop {
+            match self.step()? {
+                StepOutcome::Finished => {
+                    progress(&self.cursor);
+                    return Ok(());
+                }
+                StepOutcome::Moved(_) => progress(&self.cursor),
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let mut b = Batch::new();
+        let (lo, hi) = bounds::family(prefix::V2_DUE);
+        b.delete_range(Family::Index, lo, hi);
+        let (lo, hi) = bounds::family(prefix::V2_INFLIGHT);
+        b.delete_range(Family::Index, lo, hi);
+        b.put(
+            Family::Meta,
+            meta::FORMAT.to_vec(),
+            FORMAT.to_be_bytes().to_vec(),
+        );
+        b.delete(Family::Meta, meta::MIGRATING_3.to_vec());
+        self.store.commit(b, true)?;
+        let allocated = self.alloc_next().saturating_sub(1);
+        if allocated > self.max {
+            self.over_limit = allocated - self.max;
+            tracing::warn!(
+                tenants = allocated,
+                max = self.max,
+                "the store holds more tenants than tenants.max; existing tenants are kept, new ones will be refused"
+            );
+        }
+        Ok(())
+    }
+
+    fn alloc_next(&self) -> u32 {
+        self.store.next_ord().unwrap_or(1)
+    }
+}
+
+impl Migration<'_> {
+    fn move_rows(
+        &mut self,
+        phase: Phase,
+        rows: &[(Vec<u8>, Vec<u8>)],
+        b: &mut Batch,
+    ) -> Result<()> {
+        // (seq, sink, size-from-index) per row, in order.
+        let mut parsed: Vec<(u64, u16)> = Vec::with_capacity(rows.len());
+        for (k, _) in rows {
+            let (seq, sink) = match phase {
+                Phase::Due => {
+                    let d = V2DueKey::decode(k)?;
+                    (d.seq, d.sink)
+                }
+                Phase::Inflight => {
+                    let f = V2InflightKey::decode(k)?;
+                    (f.seq, f.sink)
+                }
+                Phase::Dead => {
+                    let x = DeadKey::decode(k)?;
+                    (x.seq, x.sink)
+                }
+                Phase::Archive | Phase::Finish => {
+                    (keys::decode_seq_key(k, prefix::ARCHIVE, "archive key")?, 0)
+                }
+            };
+            parsed.push((seq, sink));
+        }
+        // The tenant of each distinct hook: a hook that is gone or does not
+        // decode files its rows under `default`.
+        let mut seqs: Vec<u64> = parsed.iter().map(|p| p.0).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        let hook_keys: Vec<Vec<u8>> = seqs.iter().map(|s| keys::hook_key(*s).to_vec()).collect();
+        let hooks = self.store.multi_get(Family::Hooks, &hook_keys)?;
+        let mut tenant_of: HashMap<u64, String> = HashMap::with_capacity(seqs.len());
+        for (seq, h) in seqs.iter().zip(hooks) {
+            let t = h
+                .and_then(|b| Envelope::decode(&b).ok())
+                .map(|e| e.tenant)
+                .filter(|t| !t.is_empty() && validate_id(t).is_ok())
+                .unwrap_or_else(|| DEFAULT_TENANT.to_owned());
+            tenant_of.insert(*seq, t);
+        }
+        // First-sight order within the step = key order.
+        let order: Vec<&str> = parsed
+            .iter()
+            .filter_map(|(seq, _)| tenant_of.get(seq).map(String::as_str))
+            .collect();
+        let res = self.alloc.resolve(self.store, order, b)?;
+        let ord_of = |seq: u64| -> Result<u32> {
+            let t = tenant_of.get(&seq).map_or(DEFAULT_TENANT, String::as_str);
+            res.ord(t, u32::MAX - 1)
+        };
+        // Delivery rows are rewritten with their ordinal (format 2 rows have none).
+        let dkeys: Vec<Vec<u8>> = if phase == Phase::Archive {
+            Vec::new()
+        } else {
+            parsed
+                .iter()
+                .map(|(s, k)| keys::delivery_key(*s, *k).to_vec())
+                .collect()
+        };
+        let drows = self.store.multi_get(Family::Deliveries, &dkeys)?;
+        for (i, ((k, v), (seq, sink))) in rows.iter().zip(&parsed).enumerate() {
+            let ord = ord_of(*seq)?;
+            let old = drows
+                .get(i)
+                .cloned()
+                .flatten()
+                .and_then(|b| v2::decode_delivery(&b).ok());
+            match phase {
+                Phase::Due => {
+                    let key = V2DueKey::decode(k)?;
+                    let size = decode_size(v)?;
+                    let kind = if key.at > self.cursor.started_at {
+                        Kind::Retry
+                    } else {
+                        Kind::First
+                    };
+                    b.delete(Family::Index, k.clone());
+                    put_delivery(b, *seq, *sink, ord, size, old);
+                    transitions::migrate_due(b, ord, key.at, *seq, *sink, size, kind);
+                }
+                Phase::Inflight => {
+                    let size = decode_size(v)?;
+                    b.delete(Family::Index, k.clone());
+                    put_delivery(b, *seq, *sink, ord, size, old);
+                    transitions::migrate_inflight(b, ord, *seq, *sink, size);
+                }
+                Phase::Dead => {
+                    let key = DeadKey::decode(k)?;
+                    let (source_id, hook_id) = DeadValue::decode_v2(v)?;
+                    let size = old.map_or(0, |o| o.0);
+                    put_delivery(b, *seq, *sink, ord, size, old);
+                    let dead = DeadRow {
+                        ord,
+                        at: key.at,
+                        seq: key.seq,
+                        sink: key.sink,
+                        source_id,
+                        hook_id,
+                    };
+                    transitions::migrate_dead(b, &dead, size);
+                }
+                Phase::Archive | Phase::Finish => {
+                    let size = decode_size(v)?;
+                    transitions::migrate_archive(b, *seq, &ArchiveValue { size, ord });
+                }
+            }
+        }
+        self.pending = Some(res);
+        Ok(())
+    }
+}
+
+fn put_delivery(b: &mut Batch, seq: u64, sink: u16, ord: u32, size: u32, old: Option<(u32, u16)>) {
+    let mut row = DeliveryRow::new(ord, size);
+    row.attempts = old.map_or(0, |o| o.1);
+    b.put(
+        Family::Deliveries,
+        keys::delivery_key(seq, sink).to_vec(),
+        row.encode(),
+    );
+}

@@ -1,0 +1,430 @@
+//! Reads whose cost is bounded by what they return, never by the backlog.
+//!
+//! - Counters are point reads (six per ordinal).
+//! - The active index answers "which tenants have work due now" and "how old
+//!   is the oldest due row" without touching idle tenants.
+//! - Per-tenant reads are one range of the tenant's own keys.
+//! - DLQ pages are bounded reverse scans resumed from a cursor.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use serde::Serialize;
+
+use crate::counters::{decode_value, Counters, Field};
+use crate::error::Result;
+use crate::keys::{self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, DeadKey};
+use crate::rows::{DeadRow, DueRow};
+use crate::schema::Family;
+use crate::store::{Dir, Store};
+use crate::values::{DeadValue, DedupeValue, DeliveryRow, Envelope};
+
+/// Counters of one ordinal: six point reads (ord 0 is the node).
+pub fn counters(store: &Store, ord: u32) -> Result<Counters> {
+    Ok(counters_many(store, &[ord])?.pop().unwrap_or_default())
+}
+
+/// Node-aggregate counters (ord 0).
+pub fn node_counters(store: &Store) -> Result<Counters> {
+    counters(store, 0)
+}
+
+/// Counters of several ordinals in one multi-get.
+pub fn counters_many(store: &Store, ords: &[u32]) -> Result<Vec<Counters>> {
+    let keys: Vec<Vec<u8>> = ords
+        .iter()
+        .flat_map(|&o| Field::ALL.map(|f| keys::counter_key(o, f as u8).to_vec()))
+        .collect();
+    let values = store.multi_get(Family::Counters, &keys)?;
+    let mut out = Vec::with_capacity(ords.len());
+    for chunk in values.chunks(Field::ALL.len()) {
+        let mut c = Counters::default();
+        for (f, v) in Field::ALL.into_iter().zip(chunk) {
+            *c.get_mut(f) = v.as_deref().and_then(decode_value).unwrap_or(0);
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// A tenant with work due, as the active index sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ActiveTenant {
+    pub ord: u32,
+    /// The oldest second this tenant has a marker for.
+    pub bucket: u64,
+}
+
+/// Tenants with a marker at or before `now`'s second, oldest first, each
+/// once, at most `limit`. Never touches a tenant with nothing due.
+pub fn active_tenants(store: &Store, now: u64, limit: usize) -> Result<Vec<ActiveTenant>> {
+    let (out, _) = active_markers(store, now, limit)?;
+    Ok(out)
+}
+
+/// Like [`active_tenants`], also returning every marker bucket seen per
+/// tenant (what the dispatcher hands to `cleanup_markers`).
+pub fn active_markers(
+    store: &Store,
+    now: u64,
+    limit: usize,
+) -> Result<(Vec<ActiveTenant>, Vec<(u32, u64)>)> {
+    let (lo, hi) = bounds::active_upto(bucket_of(now));
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut markers = Vec::new();
+    if limit == 0 {
+        return Ok((out, markers));
+    }
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        let a = ActiveKey::decode(k)?;
+        if seen.insert(a.ord) {
+            if out.len() >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+            out.push(ActiveTenant {
+                ord: a.ord,
+                bucket: a.bucket,
+            });
+        }
+        markers.push((a.ord, a.bucket));
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok((out, markers))
+}
+
+/// A tenant's due rows with `floor <= at <= now`, in due order, at most
+/// `limit` rows and `byte_budget` bytes. The first row is returned even if
+/// it alone exceeds the budget, so an oversized row cannot be stranded.
+pub fn due_for_tenant(
+    store: &Store,
+    ord: u32,
+    now: u64,
+    floor: u64,
+    limit: usize,
+    byte_budget: u64,
+) -> Result<Vec<DueRow>> {
+    let mut out = Vec::new();
+    if limit == 0 || floor > now {
+        return Ok(out);
+    }
+    let lo = bounds::tenant_at(prefix::DUE, ord, floor);
+    let hi = bounds::tenant_at(prefix::DUE, ord, now.saturating_add(1));
+    let mut bytes = 0u64;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        let row = DueRow::decode(k, v)?;
+        let next = bytes + u64::from(row.size);
+        if !out.is_empty() && next > byte_budget {
+            return Ok(ControlFlow::Break(()));
+        }
+        bytes = next;
+        out.push(row);
+        Ok(if out.len() >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    Ok(out)
+}
+
+/// The tenant's earliest due row (due now or later): one seek.
+pub fn first_due(store: &Store, ord: u32) -> Result<Option<DueRow>> {
+    let (lo, hi) = bounds::tenant(prefix::DUE, ord);
+    let mut out = None;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        out = Some(DueRow::decode(k, v)?);
+        Ok(ControlFlow::Break(()))
+    })?;
+    Ok(out)
+}
+
+/// The oldest due row of the node, from the active index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OldestDue {
+    pub ord: u32,
+    /// Due time in ms; exact when `exact`, else the start of the marker's second.
+    pub at: u64,
+    pub exact: bool,
+}
+
+impl OldestDue {
+    /// Age at `now` in ms (0 when not yet due).
+    pub fn age_ms(&self, now: u64) -> u64 {
+        now.saturating_sub(self.at)
+    }
+}
+
+/// Markers skipped as stale before reporting a marker's second unverified.
+pub const OLDEST_DUE_SKIP: usize = 32;
+
+/// The oldest due row, read from the first marker and verified against that
+/// tenant's first due row; stale markers (tenant drained, cleanup pending)
+/// are skipped, at most [`OLDEST_DUE_SKIP`], after which the marker's second
+/// is reported. O(1) in the backlog: exact to the second.
+pub fn oldest_due(store: &Store) -> Result<Option<OldestDue>> {
+    let (lo, hi) = bounds::family(prefix::ACTIVE);
+    let mut candidates = Vec::new();
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        candidates.push(ActiveKey::decode(k)?);
+        Ok(if candidates.len() > OLDEST_DUE_SKIP {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    for (i, a) in candidates.iter().enumerate() {
+        if let Some(first) = first_due(store, a.ord)? {
+            if bucket_of(first.at) == a.bucket {
+                return Ok(Some(OldestDue {
+                    ord: a.ord,
+                    at: first.at,
+                    exact: true,
+                }));
+            }
+        }
+        if i >= OLDEST_DUE_SKIP {
+            return Ok(Some(OldestDue {
+                ord: a.ord,
+                at: a.bucket.saturating_mul(1000),
+                exact: false,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Where a DLQ page stopped; pass it back for the next (older) page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DlqCursor {
+    pub at: u64,
+    pub seq: u64,
+    pub sink: u16,
+}
+
+impl DlqCursor {
+    /// Text form `at.seq.sink` for command lines and URLs.
+    pub fn encode(&self) -> String {
+        format!("{}.{}.{}", self.at, self.seq, self.sink)
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut it = s.split('.');
+        let at = it.next()?.parse().ok()?;
+        let seq = it.next()?.parse().ok()?;
+        let sink = it.next()?.parse().ok()?;
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Self { at, seq, sink })
+    }
+}
+
+/// A page of dead rows, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DlqPage {
+    pub entries: Vec<DeadRow>,
+    pub next: Option<DlqCursor>,
+}
+
+/// The node-wide DLQ, newest first, `limit` entries after `cursor`.
+pub fn dlq_page(store: &Store, cursor: Option<DlqCursor>, limit: usize) -> Result<DlqPage> {
+    let (lo, mut hi) = bounds::family(prefix::DEAD);
+    if let Some(c) = cursor {
+        hi = bounds::dead_at(c.at, c.seq, c.sink);
+    }
+    let mut entries = Vec::new();
+    let mut more = false;
+    store.scan(Family::Index, &lo, &hi, Dir::Reverse, |k, v| {
+        if entries.len() >= limit {
+            more = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        entries.push(DeadRow::decode(k, v)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let next = next_cursor(&entries, more);
+    Ok(DlqPage { entries, next })
+}
+
+fn next_cursor(entries: &[DeadRow], more: bool) -> Option<DlqCursor> {
+    if !more {
+        return None;
+    }
+    entries.last().map(|e| DlqCursor {
+        at: e.at,
+        seq: e.seq,
+        sink: e.sink,
+    })
+}
+
+/// One tenant's DLQ, newest first: a reverse scan of its `X` range joined
+/// to the `x` values by key. No hook is read.
+pub fn dlq_page_for_tenant(
+    store: &Store,
+    ord: u32,
+    cursor: Option<DlqCursor>,
+    limit: usize,
+) -> Result<DlqPage> {
+    let (lo, mut hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
+    if let Some(c) = cursor {
+        hi = bounds::tenant_full(prefix::DEAD_BY_TENANT, ord, c.at, c.seq, c.sink);
+    }
+    let mut keys = Vec::new();
+    let mut more = false;
+    store.scan(Family::Index, &lo, &hi, Dir::Reverse, |k, _| {
+        if keys.len() >= limit {
+            more = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        keys.push(DeadByTenantKey::decode(k)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let entries = join_dead(store, &keys)?;
+    let next = next_cursor(&entries, more);
+    Ok(DlqPage { entries, next })
+}
+
+fn join_dead(store: &Store, keys: &[DeadByTenantKey]) -> Result<Vec<DeadRow>> {
+    let xkeys: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| bounds::dead_at(k.at, k.seq, k.sink))
+        .collect();
+    let values = store.multi_get(Family::Index, &xkeys)?;
+    let mut out = Vec::with_capacity(keys.len());
+    for (k, v) in keys.iter().zip(values) {
+        let val = match v {
+            Some(v) => DeadValue::decode(&v)?,
+            // A missing x value is a broken pair that `store check` reports;
+            // the page still shows the row rather than hiding it.
+            None => DeadValue {
+                source_id: String::new(),
+                hook_id: crate::values::HookId(k.seq).to_string(),
+                ord: k.ord,
+            },
+        };
+        out.push(DeadRow::from_parts(k, val));
+    }
+    Ok(out)
+}
+
+/// The oldest `limit` dead-by-tenant keys of a tenant (purge order).
+pub(crate) fn dead_keys_of_tenant(
+    store: &Store,
+    ord: u32,
+    limit: usize,
+) -> Result<Vec<DeadByTenantKey>> {
+    let (lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
+    let mut keys = Vec::new();
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        keys.push(DeadByTenantKey::decode(k)?);
+        Ok(if keys.len() >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    Ok(keys)
+}
+
+/// A dead row by its DLQ key.
+pub fn dead_row(store: &Store, key: &DeadKey) -> Result<Option<DeadRow>> {
+    let k = bounds::dead_at(key.at, key.seq, key.sink);
+    match store.get(Family::Index, &k)? {
+        Some(v) => Ok(Some(DeadRow::decode(&k, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// A tenant with its pending counter, for the top-N gauge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingTenant {
+    pub ord: u32,
+    pub pending: i64,
+}
+
+/// Distinct tenants read from the active index for the top-N gauge.
+pub const TOP_SCAN: usize = 10_000;
+
+/// The `n` tenants with the most pending rows among the first
+/// [`TOP_SCAN`] distinct tenants of the active index up to `now` (those that
+/// have waited longest); one counter read each. A tenant with pending rows
+/// has a marker at or before the current second, so no scan of the counters
+/// family is needed.
+pub fn top_pending(store: &Store, now: u64, n: usize) -> Result<Vec<PendingTenant>> {
+    let (lo, hi) = bounds::active_upto(bucket_of(now));
+    let mut seen = HashSet::new();
+    let mut ords = Vec::new();
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        let a = ActiveKey::decode(k)?;
+        if seen.insert(a.ord) {
+            ords.push(a.ord);
+        }
+        Ok(if ords.len() >= TOP_SCAN {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    let keys: Vec<Vec<u8>> = ords
+        .iter()
+        .map(|&o| keys::counter_key(o, Field::Pending as u8).to_vec())
+        .collect();
+    let values = store.multi_get(Family::Counters, &keys)?;
+    let mut out: Vec<PendingTenant> = ords
+        .into_iter()
+        .zip(values)
+        .map(|(ord, v)| PendingTenant {
+            ord,
+            pending: v.as_deref().and_then(decode_value).unwrap_or(0),
+        })
+        .filter(|p| p.pending > 0)
+        .collect();
+    out.sort_by(|a, b| b.pending.cmp(&a.pending).then(a.ord.cmp(&b.ord)));
+    out.truncate(n);
+    Ok(out)
+}
+
+/// The node gauges one metrics tick reads: node counters, oldest-due age
+/// and the top tenants by pending. Its cost does not grow with the backlog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gauges {
+    pub node: Counters,
+    pub oldest_due: Option<OldestDue>,
+    pub top: Vec<PendingTenant>,
+}
+
+pub fn gauges(store: &Store, now: u64, top_n: usize) -> Result<Gauges> {
+    Ok(Gauges {
+        node: node_counters(store)?,
+        oldest_due: oldest_due(store)?,
+        top: top_pending(store, now, top_n)?,
+    })
+}
+
+/// A hook's envelope.
+pub fn hook(store: &Store, seq: u64) -> Result<Option<Envelope>> {
+    match store.get(Family::Hooks, &keys::hook_key(seq))? {
+        Some(b) => Ok(Some(Envelope::decode(&b)?)),
+        None => Ok(None),
+    }
+}
+
+/// A delivery row.
+pub fn delivery(store: &Store, seq: u64, sink: u16) -> Result<Option<DeliveryRow>> {
+    match store.get(Family::Deliveries, &keys::delivery_key(seq, sink))? {
+        Some(b) => Ok(Some(DeliveryRow::decode(&b)?)),
+        None => Ok(None),
+    }
+}
+
+/// The live dedupe entry of an idempotency key at `now`, if any.
+pub fn dedupe(store: &Store, tenant: &str, key: &str, now: u64) -> Result<Option<DedupeValue>> {
+    match store.get(Family::Index, &keys::dedupe_key(tenant, key))? {
+        Some(b) => {
+            let v = DedupeValue::decode(&b)?;
+            Ok((v.expires_at > now).then_some(v))
+        }
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,119 @@
+//! Column families and their options: the one function every opener uses.
+//!
+//! The daemon, the console, the CLI, the migration and the tests all open a
+//! store through [`db_options`] and [`family_options`], so the counters
+//! family can never be opened without its merge operator (reading a merge
+//! operand without the operator is an error in RocksDB, and writing one with a
+//! different operator would corrupt the sums).
+
+use rocksdb::{BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, Options};
+
+use crate::counters;
+
+/// The format this release reads and writes.
+pub const FORMAT: u32 = 3;
+/// The previous release's format: opened only by the migration.
+pub const FORMAT_V2: u32 = 2;
+
+/// A column family of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// `m:*` meta keys.
+    Meta,
+    /// Accepted hooks by seq.
+    Hooks,
+    /// One row per (hook, sink).
+    Deliveries,
+    /// Every queue index: due, inflight, dead, archive, active, dedupe.
+    Index,
+    /// Tenant ordinals both ways.
+    Tenants,
+    /// Per-tenant counters (merge operands).
+    Counters,
+    /// Audit trail of destructive operator actions.
+    Audit,
+}
+
+impl Family {
+    pub const ALL: [Family; 7] = [
+        Family::Meta,
+        Family::Hooks,
+        Family::Deliveries,
+        Family::Index,
+        Family::Tenants,
+        Family::Counters,
+        Family::Audit,
+    ];
+
+    /// Families a format 2 store has (no tenants, no counters).
+    pub const V2: [Family; 5] = [
+        Family::Meta,
+        Family::Hooks,
+        Family::Deliveries,
+        Family::Index,
+        Family::Audit,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Meta => "default",
+            Family::Hooks => "hooks",
+            Family::Deliveries => "deliveries",
+            Family::Index => "index",
+            Family::Tenants => "tenants",
+            Family::Counters => "counters",
+            Family::Audit => "audit",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == s)
+    }
+}
+
+/// Database-wide options. `create` is true only for the primary opener of a
+/// store that may not exist yet.
+pub fn db_options(create: bool) -> Options {
+    let mut o = Options::default();
+    o.create_if_missing(create);
+    o.create_missing_column_families(create);
+    // Two cores on the reference machine: one flush and one compaction lane.
+    o.set_max_background_jobs(2);
+    o.set_keep_log_file_num(4);
+    o.set_max_total_wal_size(256 << 20);
+    o
+}
+
+/// Options of one family. The only place family options are decided.
+pub fn family_options(f: Family) -> Options {
+    let mut o = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_bloom_filter(10.0, false);
+    match f {
+        Family::Hooks | Family::Deliveries => {
+            o.set_compression_type(DBCompressionType::Lz4);
+            o.set_write_buffer_size(32 << 20);
+        }
+        Family::Index => {
+            o.set_compression_type(DBCompressionType::None);
+            o.set_write_buffer_size(16 << 20);
+        }
+        Family::Counters => {
+            // A small buffer flushes often, and a flush collapses the
+            // memtable's merge operands, which bounds a counter read.
+            o.set_compression_type(DBCompressionType::None);
+            o.set_write_buffer_size(1 << 20);
+            o.set_merge_operator_associative(counters::I64_ADD, counters::i64_add);
+        }
+        Family::Meta | Family::Tenants | Family::Audit => {
+            o.set_compression_type(DBCompressionType::None);
+            o.set_write_buffer_size(4 << 20);
+        }
+    }
+    o.set_block_based_table_factory(&table);
+    o
+}
+
+pub fn descriptor(f: Family) -> ColumnFamilyDescriptor {
+    ColumnFamilyDescriptor::new(f.name(), family_options(f))
+}

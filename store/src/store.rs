@@ -1,0 +1,633 @@
+//! Opening a store and the primitive reads and writes every other module
+//! builds on.
+//!
+//! Invariants owned here:
+//! - Every opener uses [`crate::schema`]'s options.
+//! - A store is used only at the format this release understands: newer is
+//!   refused naming both formats, format 2 and a half-done migration are
+//!   refused naming the migration command.
+//! - Every scan checks the iterator's status when it stops: a scan cut
+//!   short by an error is an error, never a short result. Scans use iterate
+//!   bounds, never prefix iteration without a prefix extractor.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use rocksdb::{ColumnFamily, DBRawIterator, ReadOptions, WriteBatch, WriteOptions, DB};
+
+use crate::batch::{Batch, OpKind};
+use crate::error::{Result, StoreError};
+use crate::keys::meta;
+use crate::schema::{self, Family, FORMAT, FORMAT_V2};
+
+/// How a store was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// The one writer (daemon, CLI on a stopped store, fixture).
+    Primary,
+    /// A read-only snapshot of a store nobody else need hold.
+    ReadOnly,
+    /// A follower of a running daemon; see [`Store::catch_up`].
+    Secondary { dir: PathBuf },
+}
+
+impl Mode {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Mode::Primary => "primary",
+            Mode::ReadOnly => "read-only",
+            Mode::Secondary { .. } => "follower",
+        }
+    }
+}
+
+/// Scan direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Forward,
+    Reverse,
+}
+
+/// An open store at format 3.
+pub struct Store {
+    pub(crate) db: DB,
+    path: PathBuf,
+    mode: Mode,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+/// What [`probe`] learns about a directory without committing to an opener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub format: Option<u32>,
+    pub migrating: bool,
+    /// The migration cursor (`m:migrating:3`), decoded by `migrate::Cursor`.
+    pub cursor: Option<Vec<u8>>,
+    pub families: Vec<String>,
+}
+
+fn map_open_error(path: &Path, e: rocksdb::Error) -> StoreError {
+    let msg = e.to_string();
+    if msg.contains("lock") || msg.contains("LOCK") {
+        StoreError::Locked {
+            path: path.to_path_buf(),
+        }
+    } else {
+        StoreError::Rocks(e)
+    }
+}
+
+fn decode_u32_meta(b: &[u8], what: &'static str) -> Result<u32> {
+    let mut r = crate::codec::Reader::new(b, what);
+    let v = r.u32()?;
+    r.finish()?;
+    Ok(v)
+}
+
+fn decode_u64_meta(b: &[u8], what: &'static str) -> Result<u64> {
+    let mut r = crate::codec::Reader::new(b, what);
+    let v = r.u64()?;
+    r.finish()?;
+    Ok(v)
+}
+
+/// Reads the format stamp and families of a store without taking its lock
+/// (a read-only open of the meta family only), so it works beside a daemon.
+pub fn probe(path: &Path) -> Result<Probe> {
+    if !path.join("CURRENT").exists() {
+        return Err(StoreError::Missing(path.to_path_buf()));
+    }
+    let families = DB::list_cf(&schema::db_options(false), path)?;
+    let db = DB::open_cf_descriptors_read_only(
+        &schema::db_options(false),
+        path,
+        vec![schema::descriptor(Family::Meta)],
+        false,
+    )?;
+    let format = match db.get(meta::FORMAT)? {
+        Some(b) => Some(decode_u32_meta(&b, "format stamp")?),
+        None => None,
+    };
+    let cursor = db.get(meta::MIGRATING_3)?;
+    Ok(Probe {
+        format,
+        migrating: cursor.is_some(),
+        cursor,
+        families,
+    })
+}
+
+impl Store {
+    /// Opens the store at `path` as its one writer, creating it (at format 3)
+    /// when the directory holds no store.
+    pub fn create_or_open(path: &Path) -> Result<Store> {
+        if !path.join("CURRENT").exists() {
+            std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            let db = DB::open_cf_descriptors(
+                &schema::db_options(true),
+                path,
+                Family::ALL.map(schema::descriptor),
+            )
+            .map_err(|e| map_open_error(path, e))?;
+            let mut wo = WriteOptions::default();
+            wo.set_sync(true);
+            let mut wb = WriteBatch::default();
+            wb.put(meta::FORMAT, FORMAT.to_be_bytes());
+            db.write_opt(wb, &wo)?;
+            return Ok(Store {
+                db,
+                path: path.to_path_buf(),
+                mode: Mode::Primary,
+            });
+        }
+        Self::open(path)
+    }
+
+    /// Opens an existing format 3 store as its one writer.
+    pub fn open(path: &Path) -> Result<Store> {
+        let db = Self::open_raw(path, Mode::Primary)?;
+        Self::checked(db, path, Mode::Primary)
+    }
+
+    /// Opens an existing format 3 store read-only (no lock taken; sees the
+    /// state at open time).
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        let db = Self::open_raw(path, Mode::ReadOnly)?;
+        Self::checked(db, path, Mode::ReadOnly)
+    }
+
+    /// Opens a follower of the primary at `path`, keeping its own info log
+    /// and state in `secondary_dir`. Call [`Store::catch_up`] to see new
+    /// writes.
+    pub fn open_secondary(path: &Path, secondary_dir: &Path) -> Result<Store> {
+        let mode = Mode::Secondary {
+            dir: secondary_dir.to_path_buf(),
+        };
+        let db = Self::open_raw(path, mode.clone())?;
+        Self::checked(db, path, mode)
+    }
+
+    /// Opens a primary store whatever its format, for the migration (and
+    /// fixtures of older formats). Missing families are created.
+    pub fn open_any_format(path: &Path) -> Result<Store> {
+        if !path.join("CURRENT").exists() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        let mut o = schema::db_options(true);
+        o.create_if_missing(false);
+        let db = DB::open_cf_descriptors(&o, path, Family::ALL.map(schema::descriptor))
+            .map_err(|e| map_open_error(path, e))?;
+        Ok(Store {
+            db,
+            path: path.to_path_buf(),
+            mode: Mode::Primary,
+        })
+    }
+
+    /// Creates a store in the previous release's layout (format 2: no
+    /// tenants or counters family), for fixtures and upgrade tests only.
+    pub fn create_v2(path: &Path) -> Result<Store> {
+        if path.join("CURRENT").exists() {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a store already exists here",
+                ),
+            });
+        }
+        std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let db = DB::open_cf_descriptors(
+            &schema::db_options(true),
+            path,
+            Family::V2.map(schema::descriptor),
+        )
+        .map_err(|e| map_open_error(path, e))?;
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        let mut wb = WriteBatch::default();
+        wb.put(meta::FORMAT, FORMAT_V2.to_be_bytes());
+        db.write_opt(wb, &wo)?;
+        Ok(Store {
+            db,
+            path: path.to_path_buf(),
+            mode: Mode::Primary,
+        })
+    }
+
+    /// Opens whatever families a store has, read-only, whatever its format:
+    /// for looking at a store before migrating it (dry-run, console).
+    pub fn open_read_only_any_format(path: &Path) -> Result<Store> {
+        let p = probe(path)?;
+        let descriptors: Vec<_> = p
+            .families
+            .iter()
+            .filter_map(|n| Family::from_name(n))
+            .map(schema::descriptor)
+            .collect();
+        let db =
+            DB::open_cf_descriptors_read_only(&schema::db_options(false), path, descriptors, false)
+                .map_err(|e| map_open_error(path, e))?;
+        Ok(Store {
+            db,
+            path: path.to_path_buf(),
+            mode: Mode::ReadOnly,
+        })
+    }
+
+    /// Writes a consistent copy of the store at `out` (a RocksDB checkpoint:
+    /// hard links where possible), opening it as its writer without changing
+    /// its families, so a format 2 store stays a format 2 store.
+    pub fn backup(path: &Path, out: &Path) -> Result<()> {
+        if out.exists() {
+            return Err(StoreError::Io {
+                path: out.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "backup target already exists",
+                ),
+            });
+        }
+        let p = probe(path)?;
+        let descriptors: Vec<_> = p
+            .families
+            .iter()
+            .filter_map(|n| Family::from_name(n))
+            .map(schema::descriptor)
+            .collect();
+        let mut o = schema::db_options(false);
+        o.create_if_missing(false);
+        let db =
+            DB::open_cf_descriptors(&o, path, descriptors).map_err(|e| map_open_error(path, e))?;
+        let cp = rocksdb::checkpoint::Checkpoint::new(&db)?;
+        cp.create_checkpoint(out)?;
+        Ok(())
+    }
+
+    fn open_raw(path: &Path, mode: Mode) -> Result<DB> {
+        let p = probe(path)?;
+        match p.format {
+            Some(f) if f > FORMAT => {
+                return Err(StoreError::FormatNewer {
+                    path: path.to_path_buf(),
+                    found: f,
+                    supported: FORMAT,
+                })
+            }
+            _ if p.migrating => {
+                return Err(StoreError::MigrationInProgress {
+                    path: path.to_path_buf(),
+                    target: FORMAT,
+                })
+            }
+            Some(f) if f <= FORMAT_V2 => {
+                return Err(StoreError::FormatNeedsMigration {
+                    path: path.to_path_buf(),
+                    found: f,
+                    supported: FORMAT,
+                })
+            }
+            Some(_) => {}
+            None => {
+                return Err(StoreError::Unstamped {
+                    path: path.to_path_buf(),
+                })
+            }
+        }
+        let descriptors = Family::ALL.map(schema::descriptor);
+        let db = match &mode {
+            Mode::Primary => {
+                let mut o = schema::db_options(true);
+                o.create_if_missing(false);
+                DB::open_cf_descriptors(&o, path, descriptors)
+            }
+            Mode::ReadOnly => DB::open_cf_descriptors_read_only(
+                &schema::db_options(false),
+                path,
+                descriptors,
+                false,
+            ),
+            Mode::Secondary { dir } => {
+                let mut o = schema::db_options(false);
+                // A follower must keep every file open: the primary may
+                // delete files the follower still reads (RocksDB's rule for
+                // secondary instances).
+                o.set_max_open_files(-1);
+                DB::open_cf_descriptors_as_secondary(&o, path, dir, descriptors)
+            }
+        };
+        db.map_err(|e| map_open_error(path, e))
+    }
+
+    fn checked(db: DB, path: &Path, mode: Mode) -> Result<Store> {
+        for f in Family::ALL {
+            if db.cf_handle(f.name()).is_none() {
+                return Err(StoreError::MissingFamily(f.name()));
+            }
+        }
+        Ok(Store {
+            db,
+            path: path.to_path_buf(),
+            mode,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
+    /// Brings a follower up to date with its primary. A no-op elsewhere.
+    pub fn catch_up(&self) -> Result<()> {
+        if let Mode::Secondary { .. } = self.mode {
+            self.db.try_catch_up_with_primary()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn cf(&self, f: Family) -> Result<&ColumnFamily> {
+        self.db
+            .cf_handle(f.name())
+            .ok_or(StoreError::MissingFamily(f.name()))
+    }
+
+    pub(crate) fn require_writable(&self) -> Result<()> {
+        match self.mode {
+            Mode::Primary => Ok(()),
+            Mode::ReadOnly => Err(StoreError::ReadOnly("read-only")),
+            Mode::Secondary { .. } => Err(StoreError::ReadOnly("as a follower")),
+        }
+    }
+
+    /// The format stamp (`m:format`).
+    pub fn format(&self) -> Result<Option<u32>> {
+        match self.get(Family::Meta, meta::FORMAT)? {
+            Some(b) => Ok(Some(decode_u32_meta(&b, "format stamp")?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The next tenant ordinal to allocate (`m:next_ord`, 1 when absent).
+    pub fn next_ord(&self) -> Result<u32> {
+        match self.get(Family::Meta, meta::NEXT_ORD)? {
+            Some(b) => decode_u32_meta(&b, "next ordinal"),
+            None => Ok(1),
+        }
+    }
+
+    /// The next hook seq: the larger of the stored high-water mark and one
+    /// past the newest hook, so a seq is never handed out twice even if the
+    /// newest hooks were reclaimed.
+    pub fn next_seq(&self) -> Result<u64> {
+        let stored = match self.get(Family::Meta, meta::NEXT_SEQ)? {
+            Some(b) => decode_u64_meta(&b, "next seq")?,
+            None => 1,
+        };
+        let mut last = None;
+        self.scan(Family::Hooks, &[], &[0xFF; 9], Dir::Reverse, |k, _| {
+            last = Some(crate::keys::decode_hook_key(k)?);
+            Ok(ControlFlow::Break(()))
+        })?;
+        Ok(stored.max(last.map_or(1, |s| s.saturating_add(1))))
+    }
+
+    pub(crate) fn get(&self, f: Family, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get_cf(self.cf(f)?, key)?)
+    }
+
+    pub(crate) fn multi_get(&self, f: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let cf = self.cf(f)?;
+        let res = self.db.batched_multi_get_cf(cf, keys, false);
+        res.into_iter()
+            .map(|r| r.map(|o| o.map(|p| p.to_vec())).map_err(StoreError::from))
+            .collect()
+    }
+
+    /// Commits a batch: its row operations and its counter deltas (mirrored
+    /// into ord 0) in one RocksDB write. `sync` fsyncs the WAL before
+    /// returning, which is what "acknowledged" means for ingest.
+    pub fn commit(&self, batch: Batch, sync: bool) -> Result<()> {
+        self.require_writable()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut wb = WriteBatch::default();
+        for op in &batch.ops {
+            let cf = self.cf(op.fam)?;
+            match &op.kind {
+                OpKind::Put(v) => wb.put_cf(cf, &op.key, v),
+                OpKind::Delete => wb.delete_cf(cf, &op.key),
+                OpKind::DeleteRange(to) => wb.delete_range_cf(cf, &op.key, to),
+            }
+        }
+        if !batch.deltas.is_empty() {
+            let counters = self.cf(Family::Counters)?;
+            for (k, v) in batch.deltas.merge_ops() {
+                wb.merge_cf(counters, k, v);
+            }
+        }
+        let mut wo = WriteOptions::default();
+        wo.set_sync(sync);
+        self.db.write_opt(wb, &wo)?;
+        Ok(())
+    }
+
+    /// Visits keys in `[lo, hi)` of a family in order until `f` breaks.
+    /// Returns an error if the iterator stopped on one.
+    pub(crate) fn scan<F>(&self, fam: Family, lo: &[u8], hi: &[u8], dir: Dir, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>>,
+    {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(lo.to_vec());
+        ro.set_iterate_upper_bound(hi.to_vec());
+        let it = self.db.raw_iterator_cf_opt(self.cf(fam)?, ro);
+        drive(RocksCursor(it), fam.name(), dir, f)
+    }
+
+    /// Flushes every memtable (benches and tests that need SST files).
+    pub fn flush(&self) -> Result<()> {
+        self.require_writable()?;
+        for f in Family::ALL {
+            self.db.flush_cf(self.cf(f)?)?;
+        }
+        Ok(())
+    }
+
+    /// RocksDB's estimate of the keys in a family (cheap; approximate).
+    pub fn estimate_keys(&self, f: Family) -> Result<u64> {
+        Ok(self
+            .db
+            .property_int_value_cf(self.cf(f)?, "rocksdb.estimate-num-keys")?
+            .unwrap_or(0))
+    }
+}
+
+/// The part of an iterator a scan needs; a trait so the error path can be
+/// tested with a cursor that fails on demand.
+pub(crate) trait Cursor {
+    fn seek_first(&mut self);
+    fn seek_last(&mut self);
+    fn valid(&self) -> bool;
+    fn item(&self) -> Option<(&[u8], &[u8])>;
+    fn next(&mut self);
+    fn prev(&mut self);
+    fn status(&self) -> std::result::Result<(), String>;
+}
+
+struct RocksCursor<'a>(DBRawIterator<'a>);
+
+impl Cursor for RocksCursor<'_> {
+    fn seek_first(&mut self) {
+        self.0.seek_to_first()
+    }
+    fn seek_last(&mut self) {
+        self.0.seek_to_last()
+    }
+    fn valid(&self) -> bool {
+        self.0.valid()
+    }
+    fn item(&self) -> Option<(&[u8], &[u8])> {
+        self.0.item()
+    }
+    fn next(&mut self) {
+        self.0.next()
+    }
+    fn prev(&mut self) {
+        self.0.prev()
+    }
+    fn status(&self) -> std::result::Result<(), String> {
+        self.0.status().map_err(|e| e.into_string())
+    }
+}
+
+pub(crate) fn drive<C, F>(mut c: C, family: &'static str, dir: Dir, mut f: F) -> Result<()>
+where
+    C: Cursor,
+    F: FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>>,
+{
+    match dir {
+        Dir::Forward => c.seek_first(),
+        Dir::Reverse => c.seek_last(),
+    }
+    while c.valid() {
+        let Some((k, v)) = c.item() else { break };
+        if f(k, v)?.is_break() {
+            return Ok(());
+        }
+        match dir {
+            Dir::Forward => c.next(),
+            Dir::Reverse => c.prev(),
+        }
+    }
+    // An invalid iterator means either the end of the range or an error;
+    // only the status tells them apart.
+    c.status()
+        .map_err(|message| StoreError::Scan { family, message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cursor over fixed items that reports an I/O error after `fail_after`.
+    struct Failing {
+        items: Vec<(Vec<u8>, Vec<u8>)>,
+        pos: usize,
+        fail_after: usize,
+    }
+
+    impl Cursor for Failing {
+        fn seek_first(&mut self) {
+            self.pos = 0;
+        }
+        fn seek_last(&mut self) {
+            self.pos = 0;
+        }
+        fn valid(&self) -> bool {
+            self.pos < self.items.len().min(self.fail_after)
+        }
+        fn item(&self) -> Option<(&[u8], &[u8])> {
+            self.items
+                .get(self.pos)
+                .map(|(k, v)| (k.as_slice(), v.as_slice()))
+        }
+        fn next(&mut self) {
+            self.pos += 1;
+        }
+        fn prev(&mut self) {
+            self.pos += 1;
+        }
+        fn status(&self) -> std::result::Result<(), String> {
+            if self.pos >= self.fail_after && self.pos < self.items.len() {
+                Err("Corruption: block checksum mismatch".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    #[test]
+    fn an_iterator_error_surfaces_as_an_error_not_a_short_result() {
+        let items: Vec<_> = (0u8..10).map(|i| (vec![i], vec![])).collect();
+        let mut seen = 0;
+        let res = drive(
+            Failing {
+                items: items.clone(),
+                pos: 0,
+                fail_after: 4,
+            },
+            "index",
+            Dir::Forward,
+            |_, _| {
+                seen += 1;
+                Ok(ControlFlow::Continue(()))
+            },
+        );
+        assert_eq!(seen, 4);
+        assert!(
+            matches!(
+                res,
+                Err(StoreError::Scan {
+                    family: "index",
+                    ..
+                })
+            ),
+            "{res:?}"
+        );
+
+        let mut seen = 0;
+        let res = drive(
+            Failing {
+                items,
+                pos: 0,
+                fail_after: 100,
+            },
+            "index",
+            Dir::Forward,
+            |_, _| {
+                seen += 1;
+                Ok(ControlFlow::Continue(()))
+            },
+        );
+        assert_eq!(seen, 10);
+        assert!(res.is_ok());
+    }
+}

@@ -1,0 +1,729 @@
+//! Every state change of a delivery row, as batch operations *with* their
+//! counter deltas.
+//!
+//! This module owns the index layout's write side. Invariants:
+//! - Only this module can encode `D`, `F`, `X` and `A` keys (see `enc`,
+//!   which is private), so no other code can write a due row.
+//! - Every function that writes a due row writes its active marker in the
+//!   same batch ([`put_due`] is the single place that does either).
+//! - Every function records its counter deltas in the batch; the batch
+//!   mirrors them into ord 0 and turns them into merge operands on commit.
+//! - Row moves are delete-old + put-new in one batch, so a row always has
+//!   exactly one index key.
+//! - Active markers are deleted only by [`cleanup_markers`], the dispatcher's
+//!   delete-then-verify step.
+//!
+//! Row lifecycle (`pending`/`scheduled` are due rows of kind 0/1):
+//!
+//! ```text
+//! ingest -> due(0) --claim--> inflight --delivered--> (gone; hook reclaimable)
+//!                               |  \--retry--> due(1) --claim--> inflight ...
+//!                               |  \--dead_letter--> dead --revive--> due(0)
+//!           inflight --recover_inflight (boot)--> due(0)
+//!           due/dead --purge--> (gone)
+//! ```
+
+mod enc;
+
+use std::ops::ControlFlow;
+
+use crate::batch::Batch;
+use crate::counters::Field;
+use crate::error::Result;
+use crate::keys::{
+    bounds, bucket_of, delivery_key, hook_key, meta, prefix, ActiveKey, DeadByTenantKey, DeadKey,
+    DueKey, InflightKey,
+};
+use crate::rows::{DeadRow, DueRow, InflightRow};
+use crate::schema::Family;
+use crate::store::{Dir, Store};
+use crate::values::{
+    encode_size, ArchiveValue, DeadValue, DedupeValue, DeliveryRow, DueValue, Envelope, Kind,
+};
+
+/// Rows per purge/recovery chunk: one synced batch each.
+pub const CHUNK: usize = 500;
+
+fn pending_field(kind: Kind) -> Field {
+    match kind {
+        Kind::First => Field::Pending,
+        Kind::Retry => Field::Scheduled,
+    }
+}
+
+/// Writes a due row and its active marker. The single place either is
+/// written, which is what makes "no due row without a marker" structural.
+fn put_due(b: &mut Batch, ord: u32, at: u64, seq: u64, sink: u16, size: u32, kind: Kind) -> DueRow {
+    let key = DueKey { ord, at, seq, sink };
+    b.put(
+        Family::Index,
+        enc::due(&key),
+        DueValue { size, kind }.encode(),
+    );
+    let bucket = bucket_of(at);
+    if b.markers.insert((bucket, ord)) {
+        b.put(
+            Family::Index,
+            enc::active(&ActiveKey { bucket, ord }),
+            Vec::new(),
+        );
+    }
+    b.count(ord, pending_field(kind), 1);
+    DueRow {
+        ord,
+        at,
+        seq,
+        sink,
+        size,
+        kind,
+    }
+}
+
+fn delete_due(b: &mut Batch, row: &DueRow) {
+    let key = DueKey {
+        ord: row.ord,
+        at: row.at,
+        seq: row.seq,
+        sink: row.sink,
+    };
+    b.delete(Family::Index, enc::due(&key));
+    b.count(row.ord, pending_field(row.kind), -1);
+}
+
+fn delete_inflight(b: &mut Batch, row: &InflightRow) {
+    let key = InflightKey {
+        ord: row.ord,
+        seq: row.seq,
+        sink: row.sink,
+    };
+    b.delete(Family::Index, enc::inflight(&key));
+    b.count(row.ord, Field::Inflight, -1);
+}
+
+fn delete_dead(b: &mut Batch, row: &DeadRow) {
+    b.delete(
+        Family::Index,
+        enc::dead(&DeadKey {
+            at: row.at,
+            seq: row.seq,
+            sink: row.sink,
+        }),
+    );
+    b.delete(
+        Family::Index,
+        enc::dead_by_tenant(&DeadByTenantKey {
+            ord: row.ord,
+            at: row.at,
+            seq: row.seq,
+            sink: row.sink,
+        }),
+    );
+    b.count(row.ord, Field::Dead, -1);
+}
+
+/// Removes the delivery row of (seq, sink) and notes the hook for reclaim.
+fn drop_delivery(b: &mut Batch, ord: u32, seq: u64, sink: u16, size: u32) {
+    b.delete(Family::Deliveries, delivery_key(seq, sink).to_vec());
+    b.put(
+        Family::Index,
+        enc::seq_key(prefix::CLEARED, seq),
+        Vec::new(),
+    );
+    b.count(ord, Field::Bytes, -i64::from(size));
+}
+
+/// A hook to accept: one delivery row per sink, all due at `envelope.received_at`.
+#[derive(Debug, Clone)]
+pub struct IngestHook<'a> {
+    pub seq: u64,
+    pub ord: u32,
+    pub envelope: &'a Envelope,
+    /// Number of sinks; rows are numbered `0..sinks`.
+    pub sinks: u16,
+    /// Whether an archive obligation is recorded.
+    pub archive: bool,
+    /// When the idempotency key (if the envelope has one) stops deduping.
+    pub dedupe_expires_at: Option<u64>,
+}
+
+/// Accepts a hook: the envelope, its delivery rows, their due rows and
+/// markers, the archive obligation and the dedupe entry.
+pub fn ingest(b: &mut Batch, h: &IngestHook<'_>) -> Vec<DueRow> {
+    let size = h.envelope.charged_size();
+    let at = h.envelope.received_at;
+    b.put(Family::Hooks, hook_key(h.seq).to_vec(), h.envelope.encode());
+    b.put(
+        Family::Meta,
+        meta::NEXT_SEQ.to_vec(),
+        h.seq.saturating_add(1).to_be_bytes().to_vec(),
+    );
+    let mut rows = Vec::with_capacity(h.sinks as usize);
+    for sink in 0..h.sinks {
+        b.put(
+            Family::Deliveries,
+            delivery_key(h.seq, sink).to_vec(),
+            DeliveryRow::new(h.ord, size).encode(),
+        );
+        b.count(h.ord, Field::Bytes, i64::from(size));
+        rows.push(put_due(b, h.ord, at, h.seq, sink, size, Kind::First));
+    }
+    if h.archive {
+        b.put(
+            Family::Index,
+            enc::seq_key(prefix::ARCHIVE, h.seq),
+            ArchiveValue { size, ord: h.ord }.encode().to_vec(),
+        );
+        b.count(h.ord, Field::ArchivePending, 1);
+    }
+    if let (Some(key), Some(expires_at)) = (&h.envelope.idempotency_key, h.dedupe_expires_at) {
+        let tenant = &h.envelope.tenant;
+        b.put(
+            Family::Index,
+            crate::keys::dedupe_key(tenant, key),
+            DedupeValue {
+                seq: h.seq,
+                expires_at,
+            }
+            .encode()
+            .to_vec(),
+        );
+        b.put(
+            Family::Index,
+            crate::keys::expiry_key(expires_at, tenant, key),
+            Vec::new(),
+        );
+    }
+    rows
+}
+
+/// Due -> inflight. The marker stays: the dispatcher cleans it up.
+pub fn claim(b: &mut Batch, row: &DueRow) -> InflightRow {
+    delete_due(b, row);
+    let key = InflightKey {
+        ord: row.ord,
+        seq: row.seq,
+        sink: row.sink,
+    };
+    b.put(
+        Family::Index,
+        enc::inflight(&key),
+        encode_size(row.size).to_vec(),
+    );
+    b.count(row.ord, Field::Inflight, 1);
+    InflightRow {
+        ord: row.ord,
+        seq: row.seq,
+        sink: row.sink,
+        size: row.size,
+    }
+}
+
+/// Inflight -> gone: the sink accepted it.
+pub fn delivered(b: &mut Batch, row: &InflightRow) {
+    delete_inflight(b, row);
+    drop_delivery(b, row.ord, row.seq, row.sink, row.size);
+}
+
+/// Inflight -> due (kind 1) at `at`, with the updated delivery row (its
+/// attempt already recorded by the caller).
+pub fn retry(b: &mut Batch, row: &InflightRow, delivery: &DeliveryRow, at: u64) -> DueRow {
+    delete_inflight(b, row);
+    b.put(
+        Family::Deliveries,
+        delivery_key(row.seq, row.sink).to_vec(),
+        delivery.encode(),
+    );
+    put_due(b, row.ord, at, row.seq, row.sink, row.size, Kind::Retry)
+}
+
+/// Inflight -> dead at `at`: the `x` row (node-wide DLQ order) and its
+/// by-tenant companion `X`.
+pub fn dead_letter(
+    b: &mut Batch,
+    row: &InflightRow,
+    delivery: &DeliveryRow,
+    at: u64,
+    source_id: &str,
+) -> DeadRow {
+    delete_inflight(b, row);
+    b.put(
+        Family::Deliveries,
+        delivery_key(row.seq, row.sink).to_vec(),
+        delivery.encode(),
+    );
+    let dead = DeadRow {
+        ord: row.ord,
+        at,
+        seq: row.seq,
+        sink: row.sink,
+        source_id: source_id.to_owned(),
+        hook_id: crate::values::HookId(row.seq).to_string(),
+    };
+    put_dead(b, &dead);
+    dead
+}
+
+fn put_dead(b: &mut Batch, dead: &DeadRow) {
+    b.put(
+        Family::Index,
+        enc::dead(&DeadKey {
+            at: dead.at,
+            seq: dead.seq,
+            sink: dead.sink,
+        }),
+        DeadValue {
+            source_id: dead.source_id.clone(),
+            hook_id: dead.hook_id.clone(),
+            ord: dead.ord,
+        }
+        .encode(),
+    );
+    b.put(
+        Family::Index,
+        enc::dead_by_tenant(&DeadByTenantKey {
+            ord: dead.ord,
+            at: dead.at,
+            seq: dead.seq,
+            sink: dead.sink,
+        }),
+        Vec::new(),
+    );
+    b.count(dead.ord, Field::Dead, 1);
+}
+
+/// Dead -> due (kind 0) at `at`: a replay. `size` is the delivery row's.
+pub fn revive(b: &mut Batch, dead: &DeadRow, size: u32, at: u64) -> DueRow {
+    delete_dead(b, dead);
+    put_due(b, dead.ord, at, dead.seq, dead.sink, size, Kind::First)
+}
+
+/// Inflight -> due (kind 0) at `at`: boot recovery of rows whose delivery
+/// outcome was never recorded.
+pub fn recover_inflight(b: &mut Batch, row: &InflightRow, at: u64) -> DueRow {
+    delete_inflight(b, row);
+    put_due(b, row.ord, at, row.seq, row.sink, row.size, Kind::First)
+}
+
+/// Removes a due row and its delivery row (a purge).
+pub fn purge_due(b: &mut Batch, row: &DueRow) {
+    delete_due(b, row);
+    drop_delivery(b, row.ord, row.seq, row.sink, row.size);
+}
+
+/// Removes a dead row and its delivery row (a purge). `size` is the
+/// delivery row's.
+pub fn purge_dead(b: &mut Batch, dead: &DeadRow, size: u32) {
+    delete_dead(b, dead);
+    drop_delivery(b, dead.ord, dead.seq, dead.sink, size);
+}
+
+/// Settles (the hook was archived) or drops (archiving gave up) an archive
+/// obligation. Both make the hook reclaimable once no row owes it.
+pub fn archive_settle(b: &mut Batch, seq: u64, v: &ArchiveValue) {
+    b.delete(Family::Index, enc::seq_key(prefix::ARCHIVE, seq));
+    b.put(
+        Family::Index,
+        enc::seq_key(prefix::CLEARED, seq),
+        Vec::new(),
+    );
+    b.count(v.ord, Field::ArchivePending, -1);
+}
+
+/// Deletes a hook no delivery row and no archive obligation owes any more.
+/// Callers use [`reclaim_pass`], which checks that.
+fn reclaim(b: &mut Batch, seq: u64) {
+    b.delete(Family::Hooks, hook_key(seq).to_vec());
+    b.delete(Family::Index, enc::seq_key(prefix::CLEARED, seq));
+}
+
+/// Format 2 -> 3: files an old due row under its tenant. Used only by the
+/// migration, which deletes the old key in the same batch.
+pub fn migrate_due(
+    b: &mut Batch,
+    ord: u32,
+    at: u64,
+    seq: u64,
+    sink: u16,
+    size: u32,
+    kind: Kind,
+) -> DueRow {
+    b.count(ord, Field::Bytes, i64::from(size));
+    put_due(b, ord, at, seq, sink, size, kind)
+}
+
+/// Format 2 -> 3: files an old inflight row under its tenant.
+pub fn migrate_inflight(b: &mut Batch, ord: u32, seq: u64, sink: u16, size: u32) -> InflightRow {
+    let key = InflightKey { ord, seq, sink };
+    b.put(
+        Family::Index,
+        enc::inflight(&key),
+        encode_size(size).to_vec(),
+    );
+    b.count(ord, Field::Inflight, 1);
+    b.count(ord, Field::Bytes, i64::from(size));
+    InflightRow {
+        ord,
+        seq,
+        sink,
+        size,
+    }
+}
+
+/// Format 2 -> 3: rewrites an old dead row with its ordinal and companion.
+pub fn migrate_dead(b: &mut Batch, dead: &DeadRow, size: u32) {
+    put_dead(b, dead);
+    b.count(dead.ord, Field::Bytes, i64::from(size));
+}
+
+/// Format 2 -> 3: rewrites an old archive obligation with its ordinal.
+pub fn migrate_archive(b: &mut Batch, seq: u64, v: &ArchiveValue) {
+    b.put(
+        Family::Index,
+        enc::seq_key(prefix::ARCHIVE, seq),
+        v.encode().to_vec(),
+    );
+    b.count(v.ord, Field::ArchivePending, 1);
+}
+
+/// Which of a tenant's rows a purge removes. Inflight rows are never purged:
+/// their delivery is under way and its outcome will be recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct PurgeKinds {
+    /// Due rows, first attempts and retries alike.
+    pub pending: bool,
+    pub dead: bool,
+}
+
+/// Rows removed by a purge (so far).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct PurgeCount {
+    pub pending: u64,
+    pub scheduled: u64,
+    pub dead: u64,
+}
+
+impl PurgeCount {
+    pub fn total(&self) -> u64 {
+        self.pending + self.scheduled + self.dead
+    }
+    fn add(&mut self, o: PurgeCount) {
+        self.pending += o.pending;
+        self.scheduled += o.scheduled;
+        self.dead += o.dead;
+    }
+}
+
+/// One chunk of a tenant purge: at most [`CHUNK`] rows, one synced commit.
+/// Returns what it removed and whether the tenant has nothing left of the
+/// requested kinds. Idempotent: calling it again after a crash resumes.
+pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(PurgeCount, bool)> {
+    store.require_writable()?;
+    let mut b = Batch::new();
+    let mut n = PurgeCount::default();
+    let mut taken = 0usize;
+    if kinds.pending {
+        let (lo, hi) = bounds::tenant(prefix::DUE, ord);
+        store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+            let row = DueRow::decode(k, v)?;
+            purge_due(&mut b, &row);
+            match row.kind {
+                Kind::First => n.pending += 1,
+                Kind::Retry => n.scheduled += 1,
+            }
+            taken += 1;
+            Ok(if taken >= CHUNK {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })?;
+    }
+    if kinds.dead && taken < CHUNK {
+        let want = CHUNK - taken;
+        let dead = crate::queries::dead_keys_of_tenant(store, ord, want)?;
+        let found = dead.len();
+        if found > 0 {
+            let xkeys: Vec<Vec<u8>> = dead.iter().map(|k| enc::dead(&k.dead_key())).collect();
+            let values = store.multi_get(Family::Index, &xkeys)?;
+            let dkeys: Vec<Vec<u8>> = dead
+                .iter()
+                .map(|k| delivery_key(k.seq, k.sink).to_vec())
+                .collect();
+            let drows = store.multi_get(Family::Deliveries, &dkeys)?;
+            for ((key, xv), dr) in dead.iter().zip(values).zip(drows) {
+                let (source_id, hook_id) = match xv {
+                    Some(v) => {
+                        let v = DeadValue::decode(&v)?;
+                        (v.source_id, v.hook_id)
+                    }
+                    None => (String::new(), crate::values::HookId(key.seq).to_string()),
+                };
+                let size = match dr {
+                    Some(v) => DeliveryRow::decode(&v)?.size,
+                    None => 0,
+                };
+                let row = DeadRow::from_parts(
+                    key,
+                    DeadValue {
+                        source_id,
+                        hook_id,
+                        ord,
+                    },
+                );
+                purge_dead(&mut b, &row, size);
+                n.dead += 1;
+            }
+            taken += found;
+        }
+    }
+    let done = taken < CHUNK;
+    store.commit(b, true)?;
+    Ok((n, done))
+}
+
+/// Purges a tenant's rows of the given kinds in chunks, reporting progress
+/// after each chunk.
+pub fn purge_tenant(
+    store: &Store,
+    ord: u32,
+    kinds: PurgeKinds,
+    mut progress: impl FnMut(&PurgeCount),
+) -> Result<PurgeCount> {
+    let mut total = PurgeCount::default();
+    loop {
+        let (n, done) = purge_tenant_step(store, ord, kinds)?;
+        total.add(n);
+        progress(&total);
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+/// Boot recovery: every inflight row back to due (kind 0) at `now`, in
+/// synced chunks. Returns the number of rows recovered.
+pub fn recover_all_inflight(store: &Store, now: u64) -> Result<u64> {
+    store.require_writable()?;
+    let (lo, hi) = bounds::family(prefix::INFLIGHT);
+    let mut start = lo;
+    let mut total = 0u64;
+    loop {
+        let mut rows = Vec::new();
+        let mut last = None;
+        store.scan(Family::Index, &start, &hi, Dir::Forward, |k, v| {
+            rows.push(InflightRow::decode(k, v)?);
+            last = Some(k.to_vec());
+            Ok(if rows.len() >= CHUNK {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })?;
+        let n = rows.len();
+        let mut b = Batch::new();
+        for r in &rows {
+            recover_inflight(&mut b, r, now);
+        }
+        store.commit(b, true)?;
+        total += n as u64;
+        match last {
+            // Resume strictly after the last key seen: the rows moved are
+            // tombstones now, and re-seeking from the start would walk them.
+            Some(mut k) if n >= CHUNK => {
+                k.push(0);
+                start = k;
+            }
+            _ => return Ok(total),
+        }
+    }
+}
+
+/// Result of one marker cleanup.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cleanup {
+    /// Markers deleted.
+    pub deleted: Vec<u64>,
+    /// Markers put back because a due row turned up in their second.
+    pub restored: Vec<u64>,
+}
+
+/// Delete-then-verify cleanup of a tenant's stale active markers, run only by
+/// the dispatcher after it claimed from the tenant.
+///
+/// `scanned` are the buckets of this tenant's markers that the tick saw.
+/// A marker is stale when its second is before both the tenant's first due
+/// row and the current second. Deleted markers are then verified: any
+/// deleted second that holds a due row (a writer committed one concurrently)
+/// gets its marker back. Writers only ever put markers, so whichever way a
+/// concurrent commit interleaves with the delete, the row keeps a marker.
+pub fn cleanup_markers(store: &Store, ord: u32, scanned: &[u64], now: u64) -> Result<Cleanup> {
+    let deleted = cleanup_delete(store, ord, scanned, now)?;
+    let restored = cleanup_verify(store, ord, &deleted)?;
+    Ok(Cleanup { deleted, restored })
+}
+
+/// Step 1-2 of [`cleanup_markers`]: find and delete the stale markers.
+pub(crate) fn cleanup_delete(
+    store: &Store,
+    ord: u32,
+    scanned: &[u64],
+    now: u64,
+) -> Result<Vec<u64>> {
+    store.require_writable()?;
+    let first = crate::queries::first_due(store, ord)?;
+    let now_bucket = bucket_of(now);
+    let limit = first.map_or(now_bucket, |r| bucket_of(r.at).min(now_bucket));
+    let mut stale: Vec<u64> = scanned.iter().copied().filter(|&b| b < limit).collect();
+    stale.sort_unstable();
+    stale.dedup();
+    if stale.is_empty() {
+        return Ok(stale);
+    }
+    let mut b = Batch::new();
+    for &bucket in &stale {
+        b.delete(Family::Index, enc::active(&ActiveKey { bucket, ord }));
+    }
+    store.commit(b, false)?;
+    Ok(stale)
+}
+
+/// Step 3 of [`cleanup_markers`]: put back the marker of any deleted second
+/// that holds a due row now.
+pub(crate) fn cleanup_verify(store: &Store, ord: u32, deleted: &[u64]) -> Result<Vec<u64>> {
+    let mut restored = Vec::new();
+    for &bucket in deleted {
+        let lo = bounds::tenant_at(prefix::DUE, ord, bucket.saturating_mul(1000));
+        let hi = bounds::tenant_at(
+            prefix::DUE,
+            ord,
+            bucket.saturating_add(1).saturating_mul(1000),
+        );
+        let mut any = false;
+        store.scan(Family::Index, &lo, &hi, Dir::Forward, |_, _| {
+            any = true;
+            Ok(ControlFlow::Break(()))
+        })?;
+        if any {
+            restored.push(bucket);
+        }
+    }
+    if !restored.is_empty() {
+        let mut b = Batch::new();
+        for &bucket in &restored {
+            b.put(
+                Family::Index,
+                enc::active(&ActiveKey { bucket, ord }),
+                Vec::new(),
+            );
+        }
+        store.commit(b, false)?;
+    }
+    Ok(restored)
+}
+
+/// Reclaims hooks that no delivery row and no archive obligation owes,
+/// looking at up to `limit` cleared markers. Returns hooks deleted.
+pub fn reclaim_pass(store: &Store, limit: usize) -> Result<u64> {
+    store.require_writable()?;
+    let (lo, hi) = bounds::family(prefix::CLEARED);
+    let mut seqs = Vec::new();
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        seqs.push(crate::keys::decode_seq_key(
+            k,
+            prefix::CLEARED,
+            "cleared key",
+        )?);
+        Ok(if seqs.len() >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    let mut b = Batch::new();
+    let mut reclaimed = 0;
+    for seq in seqs {
+        let (dlo, dhi) = bounds::deliveries_of(seq);
+        let mut owed = false;
+        store.scan(Family::Deliveries, &dlo, &dhi, Dir::Forward, |_, _| {
+            owed = true;
+            Ok(ControlFlow::Break(()))
+        })?;
+        if !owed
+            && store
+                .get(Family::Index, &enc::seq_key(prefix::ARCHIVE, seq))?
+                .is_some()
+        {
+            owed = true;
+        }
+        if owed {
+            // A remaining row puts a fresh marker when it goes.
+            b.delete(Family::Index, enc::seq_key(prefix::CLEARED, seq));
+        } else {
+            reclaim(&mut b, seq);
+            reclaimed += 1;
+        }
+    }
+    store.commit(b, false)?;
+    Ok(reclaimed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tenants::TenantAllocator;
+
+    fn ingest_at(store: &Store, alloc: &mut TenantAllocator, tenant: &str, at: u64) -> DueRow {
+        let mut b = Batch::new();
+        let res = alloc.resolve(store, [tenant], &mut b).unwrap();
+        let env = Envelope {
+            received_at: at,
+            source_id: "s".into(),
+            tenant: tenant.into(),
+            idempotency_key: None,
+            headers: vec![],
+            body: vec![1],
+        };
+        let seq = store.next_seq().unwrap();
+        let rows = ingest(
+            &mut b,
+            &IngestHook {
+                seq,
+                ord: res.ord(tenant, 10).unwrap(),
+                envelope: &env,
+                sinks: 1,
+                archive: false,
+                dedupe_expires_at: None,
+            },
+        );
+        store.commit(b, true).unwrap();
+        alloc.committed(res);
+        rows[0]
+    }
+
+    /// The delete-then-verify argument, driven step by step: a writer's
+    /// commit lands between the cleanup's delete and its verify, into two of
+    /// the deleted seconds (both behind the tenant's first due row at delete
+    /// time). Both markers must come back, not only the earliest.
+    #[test]
+    fn verify_restores_every_marker_deleted_under_a_concurrent_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let mut alloc = TenantAllocator::load(&store, 10).unwrap();
+        let r3 = ingest_at(&store, &mut alloc, "a", 3_000);
+        let r5 = ingest_at(&store, &mut alloc, "a", 5_000);
+        ingest_at(&store, &mut alloc, "a", 90_000);
+        let mut b = Batch::new();
+        claim(&mut b, &r3);
+        claim(&mut b, &r5);
+        store.commit(b, false).unwrap();
+
+        let deleted = cleanup_delete(&store, r3.ord, &[3, 5], 100_000).unwrap();
+        assert_eq!(deleted, vec![3, 5]);
+        ingest_at(&store, &mut alloc, "a", 3_100);
+        ingest_at(&store, &mut alloc, "a", 5_100);
+        let restored = cleanup_verify(&store, r3.ord, &deleted).unwrap();
+        assert_eq!(restored, vec![3, 5]);
+        let rep = crate::check::run(&store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
+    }
+}

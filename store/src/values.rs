@@ -1,0 +1,498 @@
+//! Value encodings of format 3 (and of format 2 where they differ).
+//!
+//! Hand-written, versioned binary layouts rather than a serde format: the
+//! bytes are documented in `docs/storage.md` so another RocksDB binding can
+//! read them, and every decoder is total (garbage is an error, never a panic).
+
+use crate::codec::{put_bytes16, put_bytes32, put_str16, truncate_utf8, Reader};
+use crate::error::DecodeError;
+
+/// Whether a due row is a first attempt or a retry. Drives which counter
+/// (pending or scheduled) the row is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// First attempt, a replay revival or a recovered inflight row.
+    First = 0,
+    /// Waiting out (or just past) a retry backoff.
+    Retry = 1,
+}
+
+impl Kind {
+    pub fn from_u8(b: u8) -> Result<Self, DecodeError> {
+        match b {
+            0 => Ok(Kind::First),
+            1 => Ok(Kind::Retry),
+            other => Err(DecodeError::new(
+                "due kind",
+                format!("unknown kind {other}"),
+            )),
+        }
+    }
+}
+
+/// `D` value: `size:u32 kind:u8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueValue {
+    pub size: u32,
+    pub kind: Kind,
+}
+
+impl DueValue {
+    pub fn encode(&self) -> [u8; 5] {
+        let s = self.size.to_be_bytes();
+        [s[0], s[1], s[2], s[3], self.kind as u8]
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "due value");
+        let size = r.u32()?;
+        let kind = Kind::from_u8(r.u8()?)?;
+        r.finish()?;
+        Ok(Self { size, kind })
+    }
+}
+
+/// `F` value and format 2 `d`/`f` values: `size:u32`.
+pub fn encode_size(size: u32) -> [u8; 4] {
+    size.to_be_bytes()
+}
+
+pub fn decode_size(b: &[u8]) -> Result<u32, DecodeError> {
+    let mut r = Reader::new(b, "size value");
+    let size = r.u32()?;
+    r.finish()?;
+    Ok(size)
+}
+
+/// `x` value in format 3: `source_id:str16 hook_id:str16 ord:u32`.
+/// Format 2 has the same layout without the trailing ordinal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadValue {
+    pub source_id: String,
+    pub hook_id: String,
+    pub ord: u32,
+}
+
+impl DeadValue {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.source_id.len() + self.hook_id.len());
+        put_str16(&mut out, &self.source_id);
+        put_str16(&mut out, &self.hook_id);
+        out.extend_from_slice(&self.ord.to_be_bytes());
+        out
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "dead value");
+        let source_id = r.str16()?;
+        let hook_id = r.str16()?;
+        let ord = r.u32()?;
+        r.finish()?;
+        Ok(Self {
+            source_id,
+            hook_id,
+            ord,
+        })
+    }
+    pub fn encode_v2(source_id: &str, hook_id: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_str16(&mut out, source_id);
+        put_str16(&mut out, hook_id);
+        out
+    }
+    pub fn decode_v2(b: &[u8]) -> Result<(String, String), DecodeError> {
+        let mut r = Reader::new(b, "format 2 dead value");
+        let s = r.str16()?;
+        let h = r.str16()?;
+        r.finish()?;
+        Ok((s, h))
+    }
+}
+
+/// `a` value in format 3: `size:u32 ord:u32` (format 2: `size:u32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveValue {
+    pub size: u32,
+    pub ord: u32,
+}
+
+impl ArchiveValue {
+    pub fn encode(&self) -> [u8; 8] {
+        let mut out = [0u8; 8];
+        out[..4].copy_from_slice(&self.size.to_be_bytes());
+        out[4..].copy_from_slice(&self.ord.to_be_bytes());
+        out
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "archive value");
+        let size = r.u32()?;
+        let ord = r.u32()?;
+        r.finish()?;
+        Ok(Self { size, ord })
+    }
+}
+
+/// The `u` (dedupe) value: the original hook's seq and when the entry
+/// expires. The expiry is kept so a sweep of an old `e` key never deletes a
+/// newer dedupe entry for the same key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DedupeValue {
+    pub seq: u64,
+    pub expires_at: u64,
+}
+
+impl DedupeValue {
+    pub fn encode(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.seq.to_be_bytes());
+        out[8..].copy_from_slice(&self.expires_at.to_be_bytes());
+        out
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "dedupe value");
+        let seq = r.u64()?;
+        let expires_at = r.u64()?;
+        r.finish()?;
+        Ok(Self { seq, expires_at })
+    }
+}
+
+/// Public id of a hook: `hk_` and the 16 hex digits of its seq. Deriving it
+/// from the seq makes replay-by-id a point read, with no id index to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HookId(pub u64);
+
+impl HookId {
+    pub fn parse(s: &str) -> Result<Self, DecodeError> {
+        let hex = s
+            .strip_prefix("hk_")
+            .ok_or_else(|| DecodeError::new("hook id", "must start with hk_"))?;
+        if hex.len() != 16 {
+            return Err(DecodeError::new("hook id", "must have 16 hex digits"));
+        }
+        u64::from_str_radix(hex, 16)
+            .map(HookId)
+            .map_err(|_| DecodeError::new("hook id", "not hexadecimal"))
+    }
+}
+
+impl std::fmt::Display for HookId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "hk_{:016x}", self.0)
+    }
+}
+
+/// A hook as accepted: the `hooks` family value.
+///
+/// Layout (version 1): `1:u8 received_at:u64 source:str16 tenant:str16
+/// has_key:u8 [idempotency_key:str16] n_headers:u16 (name:str16
+/// value:bytes16)* body:bytes32`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub received_at: u64,
+    pub source_id: String,
+    pub tenant: String,
+    pub idempotency_key: Option<String>,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+const ENVELOPE_V1: u8 = 1;
+
+impl Envelope {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.body.len());
+        out.push(ENVELOPE_V1);
+        out.extend_from_slice(&self.received_at.to_be_bytes());
+        put_str16(&mut out, &self.source_id);
+        put_str16(&mut out, &self.tenant);
+        match &self.idempotency_key {
+            Some(k) => {
+                out.push(1);
+                put_str16(&mut out, k);
+            }
+            None => out.push(0),
+        }
+        let n = self.headers.len().min(u16::MAX as usize);
+        out.extend_from_slice(&(n as u16).to_be_bytes());
+        for (name, value) in self.headers.iter().take(n) {
+            put_str16(&mut out, name);
+            put_bytes16(&mut out, value);
+        }
+        put_bytes32(&mut out, &self.body);
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "hook envelope");
+        let v = r.u8()?;
+        if v != ENVELOPE_V1 {
+            return Err(DecodeError::new(
+                "hook envelope",
+                format!("unknown version {v}"),
+            ));
+        }
+        let received_at = r.u64()?;
+        let source_id = r.str16()?;
+        let tenant = r.str16()?;
+        let idempotency_key = match r.u8()? {
+            0 => None,
+            1 => Some(r.str16()?),
+            other => {
+                return Err(DecodeError::new(
+                    "hook envelope",
+                    format!("bad idempotency flag {other}"),
+                ))
+            }
+        };
+        let n = r.u16()?;
+        let mut headers = Vec::with_capacity(n.min(64) as usize);
+        for _ in 0..n {
+            let name = r.str16()?;
+            let value = r.bytes16()?.to_vec();
+            headers.push((name, value));
+        }
+        let body = r.bytes32()?.to_vec();
+        r.finish()?;
+        Ok(Self {
+            received_at,
+            source_id,
+            tenant,
+            idempotency_key,
+            headers,
+            body,
+        })
+    }
+
+    /// Size charged to the tenant's `bytes` counter for each delivery row.
+    pub fn charged_size(&self) -> u32 {
+        u32::try_from(self.body.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// One delivery attempt kept on the delivery row for the DLQ detail view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub at: u64,
+    /// HTTP status, or 0 when no response came (timeout, refused...).
+    pub status: u16,
+    pub error: String,
+}
+
+/// The `deliveries` family value: what the dispatcher knows about one
+/// (hook, sink) beyond its index key.
+///
+/// Layout (version 1): `1:u8 ord:u32 size:u32 attempts:u16 n:u8
+/// (at:u64 status:u16 error:str16)*`. The history keeps the last
+/// [`DeliveryRow::HISTORY`] attempts, errors cut to [`DeliveryRow::ERROR_MAX`]
+/// bytes, so a row never grows without bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRow {
+    pub ord: u32,
+    pub size: u32,
+    pub attempts: u16,
+    pub history: Vec<Attempt>,
+}
+
+const DELIVERY_V1: u8 = 1;
+
+impl DeliveryRow {
+    pub const HISTORY: usize = 8;
+    pub const ERROR_MAX: usize = 200;
+
+    pub fn new(ord: u32, size: u32) -> Self {
+        Self {
+            ord,
+            size,
+            attempts: 0,
+            history: Vec::new(),
+        }
+    }
+
+    /// Records an attempt, keeping the history bounded.
+    pub fn record(&mut self, at: u64, status: u16, error: &str) {
+        self.attempts = self.attempts.saturating_add(1);
+        self.history.push(Attempt {
+            at,
+            status,
+            error: truncate_utf8(error, Self::ERROR_MAX).to_owned(),
+        });
+        if self.history.len() > Self::HISTORY {
+            let drop = self.history.len() - Self::HISTORY;
+            self.history.drain(..drop);
+        }
+    }
+
+    pub fn last(&self) -> Option<&Attempt> {
+        self.history.last()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12 + self.history.len() * 24);
+        out.push(DELIVERY_V1);
+        out.extend_from_slice(&self.ord.to_be_bytes());
+        out.extend_from_slice(&self.size.to_be_bytes());
+        out.extend_from_slice(&self.attempts.to_be_bytes());
+        let n = self.history.len().min(u8::MAX as usize);
+        out.push(n as u8);
+        for a in self.history.iter().skip(self.history.len() - n) {
+            out.extend_from_slice(&a.at.to_be_bytes());
+            out.extend_from_slice(&a.status.to_be_bytes());
+            put_str16(&mut out, &a.error);
+        }
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b, "delivery row");
+        let v = r.u8()?;
+        if v != DELIVERY_V1 {
+            return Err(DecodeError::new(
+                "delivery row",
+                format!("unknown version {v}"),
+            ));
+        }
+        let ord = r.u32()?;
+        let size = r.u32()?;
+        let attempts = r.u16()?;
+        let n = r.u8()?;
+        let mut history = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let at = r.u64()?;
+            let status = r.u16()?;
+            let error = r.str16()?;
+            history.push(Attempt { at, status, error });
+        }
+        r.finish()?;
+        Ok(Self {
+            ord,
+            size,
+            attempts,
+            history,
+        })
+    }
+}
+
+/// Format 2 delivery rows carried no ordinal: `1:u8 size:u32 attempts:u16`
+/// and the same history. Only fixtures and the migration touch them.
+pub mod v2 {
+    use super::*;
+
+    pub fn encode_delivery(size: u32, attempts: u16) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8);
+        out.push(DELIVERY_V1);
+        out.extend_from_slice(&size.to_be_bytes());
+        out.extend_from_slice(&attempts.to_be_bytes());
+        out.push(0);
+        out
+    }
+
+    pub fn decode_delivery(b: &[u8]) -> Result<(u32, u16), DecodeError> {
+        let mut r = Reader::new(b, "format 2 delivery row");
+        r.expect_u8(DELIVERY_V1)?;
+        let size = r.u32()?;
+        let attempts = r.u16()?;
+        let n = r.u8()?;
+        for _ in 0..n {
+            r.u64()?;
+            r.u16()?;
+            r.str16()?;
+        }
+        r.finish()?;
+        Ok((size, attempts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn envelope() -> impl Strategy<Value = Envelope> {
+        (
+            any::<u64>(),
+            "[a-z]{1,10}",
+            "[a-z0-9]{1,20}",
+            proptest::option::of("[ -~]{1,30}"),
+            proptest::collection::vec(
+                (
+                    "[a-z-]{1,12}",
+                    proptest::collection::vec(any::<u8>(), 0..20),
+                ),
+                0..4,
+            ),
+            proptest::collection::vec(any::<u8>(), 0..200),
+        )
+            .prop_map(
+                |(received_at, source_id, tenant, idempotency_key, headers, body)| Envelope {
+                    received_at,
+                    source_id,
+                    tenant,
+                    idempotency_key,
+                    headers,
+                    body,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn envelope_round_trips(e in envelope()) {
+            prop_assert_eq!(Envelope::decode(&e.encode()).unwrap(), e);
+        }
+
+        #[test]
+        fn delivery_row_round_trips(ord: u32, size: u32, attempts in proptest::collection::vec((any::<u64>(), any::<u16>(), "[ -~]{0,300}"), 0..12)) {
+            let mut row = DeliveryRow::new(ord, size);
+            for (at, st, err) in &attempts {
+                row.record(*at, *st, err);
+            }
+            prop_assert!(row.history.len() <= DeliveryRow::HISTORY);
+            prop_assert_eq!(DeliveryRow::decode(&row.encode()).unwrap(), row);
+        }
+
+        #[test]
+        fn small_values_round_trip(size: u32, ord: u32, seq: u64, exp: u64, retry: bool, s in "[a-z]{0,10}", h in "[a-z0-9_]{0,20}") {
+            let kind = if retry { Kind::Retry } else { Kind::First };
+            let d = DueValue { size, kind };
+            prop_assert_eq!(DueValue::decode(&d.encode()).unwrap(), d);
+            prop_assert_eq!(decode_size(&encode_size(size)).unwrap(), size);
+            let x = DeadValue { source_id: s.clone(), hook_id: h.clone(), ord };
+            prop_assert_eq!(DeadValue::decode(&x.encode()).unwrap(), x);
+            prop_assert_eq!(DeadValue::decode_v2(&DeadValue::encode_v2(&s, &h)).unwrap(), (s, h));
+            let a = ArchiveValue { size, ord };
+            prop_assert_eq!(ArchiveValue::decode(&a.encode()).unwrap(), a);
+            let u = DedupeValue { seq, expires_at: exp };
+            prop_assert_eq!(DedupeValue::decode(&u.encode()).unwrap(), u);
+            prop_assert_eq!(HookId::parse(&HookId(seq).to_string()).unwrap(), HookId(seq));
+            prop_assert_eq!(v2::decode_delivery(&v2::encode_delivery(size, 3)).unwrap(), (size, 3));
+        }
+
+        #[test]
+        fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Envelope::decode(&b);
+            let _ = DeliveryRow::decode(&b);
+            let _ = DueValue::decode(&b);
+            let _ = DeadValue::decode(&b);
+            let _ = ArchiveValue::decode(&b);
+            let _ = DedupeValue::decode(&b);
+            let _ = v2::decode_delivery(&b);
+            let _ = decode_size(&b);
+            let _ = HookId::parse(&String::from_utf8_lossy(&b));
+        }
+    }
+
+    #[test]
+    fn truncated_envelope_is_an_error() {
+        let e = Envelope {
+            received_at: 1,
+            source_id: "s".into(),
+            tenant: "t".into(),
+            idempotency_key: None,
+            headers: vec![],
+            body: b"hello".to_vec(),
+        };
+        let bytes = e.encode();
+        for cut in 0..bytes.len() {
+            assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,734 @@
+//! The ADR's proof list for counters and transitions, on a real RocksDB.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use ankusa_store::queries;
+use ankusa_store::tenants::TenantAllocator;
+use ankusa_store::transitions::{self, PurgeKinds};
+use ankusa_store::values::{ArchiveValue, DeliveryRow, Kind};
+use ankusa_store::{check, Batch, DeadRow, DueRow, InflightRow, Store};
+use common::*;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Ingest {
+        tenant: u8,
+        sinks: u16,
+        archive: bool,
+        size: u16,
+        dt: u32,
+    },
+    Claim(u16),
+    Deliver(u16),
+    Retry(u16, u32),
+    DeadLetter(u16),
+    Revive(u16),
+    Recover(u16),
+    PurgePending(u8),
+    PurgeDead(u8),
+    Settle(u16),
+    Reclaim,
+    Cleanup(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..4, 1u16..3, any::<bool>(), 1u16..2000, 0u32..5000).prop_map(|(tenant, sinks, archive, size, dt)| Op::Ingest { tenant, sinks, archive, size, dt }),
+        3 => any::<u16>().prop_map(Op::Claim),
+        2 => any::<u16>().prop_map(Op::Deliver),
+        2 => (any::<u16>(), 0u32..10_000).prop_map(|(i, d)| Op::Retry(i, d)),
+        2 => any::<u16>().prop_map(Op::DeadLetter),
+        1 => any::<u16>().prop_map(Op::Revive),
+        1 => any::<u16>().prop_map(Op::Recover),
+        1 => (0u8..4).prop_map(Op::PurgePending),
+        1 => (0u8..4).prop_map(Op::PurgeDead),
+        1 => any::<u16>().prop_map(Op::Settle),
+        1 => Just(Op::Reclaim),
+        1 => (0u8..4).prop_map(Op::Cleanup),
+    ]
+}
+
+/// Model of what exists, to pick valid arguments for each transition.
+#[derive(Default)]
+struct Model {
+    due: Vec<DueRow>,
+    inflight: Vec<InflightRow>,
+    dead: Vec<(DeadRow, u32)>,
+    archive: Vec<(u64, ArchiveValue)>,
+}
+
+fn pick<T: Clone>(v: &mut Vec<T>, i: u16) -> Option<T> {
+    if v.is_empty() {
+        None
+    } else {
+        let idx = i as usize % v.len();
+        Some(v.swap_remove(idx))
+    }
+}
+
+const TENANTS: [&str; 4] = ["default", "acme", "globex", "initech"];
+
+fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u64, op: &Op) {
+    *now += 10;
+    match *op {
+        Op::Ingest {
+            tenant,
+            sinks,
+            archive,
+            size,
+            dt,
+        } => {
+            let t = TENANTS[tenant as usize];
+            let at = *now + u64::from(dt);
+            let rows = ingest(store, alloc, &[(t, at, size as usize, sinks, archive)]);
+            if archive {
+                let ord = rows[0].ord;
+                m.archive.push((
+                    rows[0].seq,
+                    ArchiveValue {
+                        size: u32::from(size),
+                        ord,
+                    },
+                ));
+            }
+            m.due.extend(rows);
+        }
+        Op::Claim(i) => {
+            if let Some(r) = pick(&mut m.due, i) {
+                let mut b = Batch::new();
+                m.inflight.push(transitions::claim(&mut b, &r));
+                store.commit(b, false).unwrap();
+            }
+        }
+        Op::Deliver(i) => {
+            if let Some(r) = pick(&mut m.inflight, i) {
+                let mut b = Batch::new();
+                transitions::delivered(&mut b, &r);
+                store.commit(b, false).unwrap();
+            }
+        }
+        Op::Retry(i, d) => {
+            if let Some(r) = pick(&mut m.inflight, i) {
+                let mut row = queries::delivery(store, r.seq, r.sink).unwrap().unwrap();
+                row.record(*now, 503, "unavailable");
+                let mut b = Batch::new();
+                m.due
+                    .push(transitions::retry(&mut b, &r, &row, *now + u64::from(d)));
+                store.commit(b, false).unwrap();
+            }
+        }
+        Op::DeadLetter(i) => {
+            if let Some(r) = pick(&mut m.inflight, i) {
+                let row = DeliveryRow::new(r.ord, r.size);
+                let mut b = Batch::new();
+                let d = transitions::dead_letter(&mut b, &r, &row, *now, "src");
+                store.commit(b, false).unwrap();
+                m.dead.push((d, r.size));
+            }
+        }
+        Op::Revive(i) => {
+            if let Some((d, size)) = pick(&mut m.dead, i) {
+                let mut b = Batch::new();
+                m.due.push(transitions::revive(&mut b, &d, size, *now));
+                store.commit(b, false).unwrap();
+            }
+        }
+        Op::Recover(i) => {
+            if let Some(r) = pick(&mut m.inflight, i) {
+                let mut b = Batch::new();
+                m.due.push(transitions::recover_inflight(&mut b, &r, *now));
+                store.commit(b, false).unwrap();
+            }
+        }
+        Op::PurgePending(t) | Op::PurgeDead(t) => {
+            let pending = matches!(op, Op::PurgePending(_));
+            if let Some(ord) = ankusa_store::tenants::ord_of(store, TENANTS[t as usize]).unwrap() {
+                let kinds = PurgeKinds {
+                    pending,
+                    dead: !pending,
+                };
+                transitions::purge_tenant(store, ord, kinds, |_| {}).unwrap();
+                if pending {
+                    m.due.retain(|r| r.ord != ord);
+                } else {
+                    m.dead.retain(|(d, _)| d.ord != ord);
+                }
+            }
+        }
+        Op::Settle(i) => {
+            if let Some((seq, v)) = pick(&mut m.archive, i) {
+                let mut b = Batch::new();
+                transitions::archive_settle(&mut b, seq, &v);
+                store.commit(b, false).unwrap();
+            }
+        }
+        Op::Reclaim => {
+            transitions::reclaim_pass(store, 1000).unwrap();
+        }
+        Op::Cleanup(t) => {
+            if let Some(ord) = ankusa_store::tenants::ord_of(store, TENANTS[t as usize]).unwrap() {
+                let (_, markers) = queries::active_markers(store, *now, usize::MAX).unwrap();
+                let mine: Vec<u64> = markers.iter().filter(|m| m.0 == ord).map(|m| m.1).collect();
+                transitions::cleanup_markers(store, ord, &mine, *now).unwrap();
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Counters equal a fold after any sequence of transitions, and no due
+    /// row is ever without its marker (both checked by `store check`).
+    #[test]
+    fn counters_equal_a_fold_after_any_sequence_of_transitions(ops in proptest::collection::vec(op(), 1..60)) {
+        let (_d, store) = fresh();
+        let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+        let mut m = Model::default();
+        let mut now = 1_700_000_000_000u64;
+        for op in &ops {
+            apply(&store, &mut alloc, &mut m, &mut now, op);
+        }
+        let rep = check::run(&store, |_, _| {}).unwrap();
+        prop_assert!(rep.ok(), "{:#?}", rep.mismatches);
+        // And each tenant's counters equal its own fold and the model.
+        let mut sum = ankusa_store::Counters::default();
+        for t in TENANTS {
+            if let Some(ord) = ankusa_store::tenants::ord_of(&store, t).unwrap() {
+                let c = queries::counters(&store, ord).unwrap();
+                prop_assert_eq!(c, check::fold_tenant(&store, ord).unwrap());
+                let due_first = m.due.iter().filter(|r| r.ord == ord && r.kind == Kind::First).count() as i64;
+                prop_assert_eq!(c.pending, due_first);
+                prop_assert_eq!(c.inflight, m.inflight.iter().filter(|r| r.ord == ord).count() as i64);
+                prop_assert_eq!(c.dead, m.dead.iter().filter(|d| d.0.ord == ord).count() as i64);
+                for f in ankusa_store::Field::ALL {
+                    *sum.get_mut(f) += c.get(f);
+                }
+            }
+        }
+        prop_assert_eq!(queries::node_counters(&store).unwrap(), sum);
+    }
+}
+
+#[test]
+fn concurrent_writers_do_not_lose_counts() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 10).unwrap();
+    // Seed: 4 threads x 300 rows, each thread owns its rows and drives them
+    // through different transitions on the same tenant concurrently.
+    let rows = ingest(&store, &mut alloc, &[("acme", 1000, 10, 1, false)]);
+    let ord = rows[0].ord;
+    let mut per_thread = Vec::new();
+    for _ in 0..4 {
+        let hooks: Vec<_> = (0..300)
+            .map(|i| ("acme", 2000 + i, 10usize, 1u16, false))
+            .collect();
+        per_thread.push(ingest(&store, &mut alloc, &hooks));
+    }
+    std::thread::scope(|s| {
+        for (t, rows) in per_thread.into_iter().enumerate() {
+            let store = &store;
+            s.spawn(move || {
+                for r in rows {
+                    let mut b = Batch::new();
+                    let f = transitions::claim(&mut b, &r);
+                    store.commit(b, false).unwrap();
+                    let mut b = Batch::new();
+                    match t {
+                        0 => transitions::delivered(&mut b, &f),
+                        1 => {
+                            transitions::retry(&mut b, &f, &DeliveryRow::new(f.ord, f.size), 9000);
+                        }
+                        2 => {
+                            transitions::dead_letter(
+                                &mut b,
+                                &f,
+                                &DeliveryRow::new(f.ord, f.size),
+                                9000,
+                                "src",
+                            );
+                        }
+                        _ => {
+                            transitions::recover_inflight(&mut b, &f, 9000);
+                        }
+                    }
+                    store.commit(b, false).unwrap();
+                }
+            });
+        }
+    });
+    let c = queries::counters(&store, ord).unwrap();
+    assert_eq!(
+        c.pending,
+        1 + 300,
+        "the seed row plus thread 3's recovered rows"
+    );
+    assert_eq!(c.scheduled, 300);
+    assert_eq!(c.dead, 300);
+    assert_eq!(c.inflight, 0);
+    assert_eq!(c.bytes, 10 * (1 + 3 * 300));
+    assert_eq!(queries::node_counters(&store).unwrap(), c);
+    assert_consistent(&store);
+}
+
+#[test]
+fn tenant_ordinal_is_assigned_once_and_never_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut seen = BTreeMap::new();
+    {
+        let store = Store::create_or_open(&path).unwrap();
+        let mut alloc = TenantAllocator::load(&store, 1000)
+            .unwrap()
+            .with_capacity(3);
+        for round in 0..3 {
+            for t in ["a", "b", "c", "d", "e", "a", "c"] {
+                let rows = ingest(&store, &mut alloc, &[(t, 100 + round, 1, 1, false)]);
+                let ord = rows[0].ord;
+                assert_eq!(
+                    *seen.entry(t).or_insert(ord),
+                    ord,
+                    "tenant {t} changed ordinal"
+                );
+            }
+        }
+        // First-sight order, dense from 1.
+        assert_eq!(
+            seen.values().copied().collect::<Vec<_>>(),
+            vec![1, 2, 3, 4, 5]
+        );
+        // A failed commit allocates nothing: resolve without committing.
+        let mut b = Batch::new();
+        let res = alloc.resolve(&store, ["zeta"], &mut b).unwrap();
+        assert_eq!(res.ord("zeta", 1000).unwrap(), 6);
+        drop(b);
+    }
+    let store = Store::open(&path).unwrap();
+    let mut alloc = TenantAllocator::load(&store, 1000).unwrap();
+    let rows = ingest(
+        &store,
+        &mut alloc,
+        &[("f", 1, 1, 1, false), ("a", 1, 1, 1, false)],
+    );
+    assert_eq!(rows[0].ord, 6, "next ordinal survives a reopen");
+    assert_eq!(rows[1].ord, 1);
+    assert_consistent(&store);
+}
+
+#[test]
+fn tenant_limit_refuses_a_new_tenant_and_never_an_existing_one() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 2).unwrap();
+    ingest(
+        &store,
+        &mut alloc,
+        &[("a", 1, 1, 1, false), ("b", 1, 1, 1, false)],
+    );
+    let mut b = Batch::new();
+    let res = alloc.resolve(&store, ["c", "a", "b"], &mut b).unwrap();
+    assert!(matches!(
+        res.ord("c", 2),
+        Err(ankusa_store::StoreError::TenantLimit { max: 2 })
+    ));
+    assert_eq!(res.ord("a", 2).unwrap(), 1);
+    assert_eq!(res.ord("b", 2).unwrap(), 2);
+    assert_eq!(res.refused(), ["c".to_owned()]);
+    // A fresh allocator (cold cache) refuses the same way.
+    let alloc2 = TenantAllocator::load(&store, 2).unwrap();
+    let mut b = Batch::new();
+    let res = alloc2.resolve(&store, ["b", "c"], &mut b).unwrap();
+    assert!(res.ord("c", 2).is_err());
+    assert_eq!(res.ord("b", 2).unwrap(), 2);
+}
+
+#[test]
+fn invalid_tenant_ids_are_refused() {
+    let (_d, store) = fresh();
+    let alloc = TenantAllocator::load(&store, 10).unwrap();
+    for bad in ["", "a\0b", "tab\there", &"x".repeat(129)] {
+        let mut b = Batch::new();
+        assert!(
+            alloc.resolve(&store, [bad], &mut b).is_err(),
+            "{bad:?} accepted"
+        );
+    }
+}
+
+#[test]
+fn cleanup_keeps_the_marker_of_a_row_enqueued_into_a_stale_second() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 10).unwrap();
+    // An old row (second 10) is claimed, leaving marker 10 stale; a row in
+    // second 50 stays due.
+    let rows = ingest(
+        &store,
+        &mut alloc,
+        &[("a", 10_500, 1, 1, false), ("a", 50_000, 1, 1, false)],
+    );
+    let ord = rows[0].ord;
+    let mut b = Batch::new();
+    transitions::claim(&mut b, &rows[0]);
+    store.commit(b, false).unwrap();
+    let now = 100_000;
+    let (_, markers) = queries::active_markers(&store, now, 100).unwrap();
+    let seen: Vec<u64> = markers.iter().map(|m| m.1).collect();
+    assert_eq!(seen, vec![10, 50]);
+    // A writer commits a row due in second 10 after the tick read the
+    // markers and before its cleanup ran: the cleanup must not drop it.
+    ingest(&store, &mut alloc, &[("a", 10_700, 1, 1, false)]);
+    let c = transitions::cleanup_markers(&store, ord, &seen, now).unwrap();
+    assert!(
+        c.deleted.is_empty(),
+        "deleted the marker of a due row: {c:?}"
+    );
+    assert_consistent(&store);
+    // Once claimed, the marker is stale and the next cleanup removes it.
+    let first = queries::first_due(&store, ord).unwrap().unwrap();
+    let mut b = Batch::new();
+    transitions::claim(&mut b, &first);
+    store.commit(b, false).unwrap();
+    let c = transitions::cleanup_markers(&store, ord, &seen, now).unwrap();
+    assert_eq!(c.deleted, vec![10]);
+    assert_consistent(&store);
+}
+
+#[test]
+fn active_tenants_returns_only_tenants_with_due_rows() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let hooks: Vec<(String, u64)> = (0..50).map(|i| (format!("t{i}"), 1_000 + i * 10)).collect();
+    let spec: Vec<(&str, u64, usize, u16, bool)> = hooks
+        .iter()
+        .map(|(t, at)| (t.as_str(), *at, 1, 1, false))
+        .collect();
+    let rows = ingest(&store, &mut alloc, &spec);
+    // Claim all but three tenants' rows; schedule one tenant in the future.
+    let mut b = Batch::new();
+    for r in &rows[3..] {
+        transitions::claim(&mut b, r);
+    }
+    store.commit(b, false).unwrap();
+    let future = ingest(&store, &mut alloc, &[("later", 10_000_000, 1, 1, false)]);
+    let now = 5_000;
+    // Dispatcher tick: read markers, clean them.
+    let (_, markers) = queries::active_markers(&store, now, 4096).unwrap();
+    let mut by: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for (o, bk) in markers {
+        by.entry(o).or_default().push(bk);
+    }
+    for (o, bks) in by {
+        transitions::cleanup_markers(&store, o, &bks, now).unwrap();
+    }
+    let active = queries::active_tenants(&store, now, 4096).unwrap();
+    let ords: Vec<u32> = active.iter().map(|a| a.ord).collect();
+    assert_eq!(
+        ords,
+        rows[..3].iter().map(|r| r.ord).collect::<Vec<_>>(),
+        "oldest first, only tenants with due rows"
+    );
+    assert!(!ords.contains(&future[0].ord));
+    // The limit is on distinct tenants.
+    assert_eq!(queries::active_tenants(&store, now, 2).unwrap().len(), 2);
+    assert_consistent(&store);
+}
+
+#[test]
+fn per_tenant_reads_and_purge_touch_one_tenant() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let mut spec = Vec::new();
+    for i in 0..1200u64 {
+        spec.push(("noisy", 1000 + i, 10usize, 1u16, false));
+    }
+    for i in 0..5u64 {
+        spec.push(("quiet", 1000 + i, 20usize, 1u16, false));
+    }
+    let rows = ingest(&store, &mut alloc, &spec);
+    // Some of each become dead.
+    let mut b = Batch::new();
+    for r in rows.iter().filter(|r| r.at % 7 == 0) {
+        let f = transitions::claim(&mut b, r);
+        transitions::dead_letter(
+            &mut b,
+            &f,
+            &DeliveryRow::new(f.ord, f.size),
+            5000 + r.seq,
+            "src",
+        );
+    }
+    store.commit(b, false).unwrap();
+    let noisy = ankusa_store::tenants::ord_of(&store, "noisy")
+        .unwrap()
+        .unwrap();
+    let quiet = ankusa_store::tenants::ord_of(&store, "quiet")
+        .unwrap()
+        .unwrap();
+    let quiet_before = queries::counters(&store, quiet).unwrap();
+    let quiet_due = queries::due_for_tenant(&store, quiet, 10_000, 0, 100, u64::MAX).unwrap();
+    assert!(quiet_due.iter().all(|r| r.ord == quiet));
+    assert_eq!(quiet_due.len() as i64, quiet_before.pending);
+    let page = queries::dlq_page_for_tenant(&store, quiet, None, 100).unwrap();
+    assert!(page.entries.iter().all(|d| d.ord == quiet));
+    assert_eq!(page.entries.len() as i64, quiet_before.dead);
+
+    let mut chunks = 0;
+    let n = transitions::purge_tenant(
+        &store,
+        noisy,
+        PurgeKinds {
+            pending: true,
+            dead: true,
+        },
+        |_| chunks += 1,
+    )
+    .unwrap();
+    assert!(
+        chunks >= 3,
+        "1200 rows purge in chunks of 500, got {chunks}"
+    );
+    assert_eq!(n.total(), 1200);
+    let c = queries::counters(&store, noisy).unwrap();
+    assert_eq!((c.pending, c.dead, c.bytes), (0, 0, 0));
+    assert_eq!(
+        queries::counters(&store, quiet).unwrap(),
+        quiet_before,
+        "purge touched another tenant"
+    );
+    // Idempotent: again removes nothing.
+    let again = transitions::purge_tenant(
+        &store,
+        noisy,
+        PurgeKinds {
+            pending: true,
+            dead: true,
+        },
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(again.total(), 0);
+    // Reclaim removes the purged hooks.
+    let reclaimed = transitions::reclaim_pass(&store, 10_000).unwrap();
+    assert_eq!(reclaimed, 1200);
+    assert!(queries::hook(&store, rows[0].seq).unwrap().is_none());
+    assert_consistent(&store);
+}
+
+#[test]
+fn purge_never_touches_inflight_rows() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let rows = ingest(
+        &store,
+        &mut alloc,
+        &[("a", 1, 5, 1, false), ("a", 2, 5, 1, false)],
+    );
+    let mut b = Batch::new();
+    transitions::claim(&mut b, &rows[0]);
+    store.commit(b, false).unwrap();
+    transitions::purge_tenant(
+        &store,
+        rows[0].ord,
+        PurgeKinds {
+            pending: true,
+            dead: true,
+        },
+        |_| {},
+    )
+    .unwrap();
+    let c = queries::counters(&store, rows[0].ord).unwrap();
+    assert_eq!((c.pending, c.inflight, c.bytes), (0, 1, 5));
+    assert_consistent(&store);
+}
+
+#[test]
+fn dlq_pages_newest_first_with_cursors() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let spec: Vec<_> = (0..25u64)
+        .map(|i| (if i % 2 == 0 { "a" } else { "b" }, i, 1usize, 1u16, false))
+        .collect();
+    let rows = ingest(&store, &mut alloc, &spec);
+    let mut b = Batch::new();
+    for r in &rows {
+        let f = transitions::claim(&mut b, r);
+        transitions::dead_letter(
+            &mut b,
+            &f,
+            &DeliveryRow::new(f.ord, f.size),
+            1000 + r.at,
+            "src",
+        );
+    }
+    store.commit(b, false).unwrap();
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = queries::dlq_page(&store, cursor, 10).unwrap();
+        all.extend(page.entries.iter().map(|e| e.at));
+        match page.next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    let want: Vec<u64> = (0..25u64).rev().map(|i| 1000 + i).collect();
+    assert_eq!(all, want);
+    let a = ankusa_store::tenants::ord_of(&store, "a").unwrap().unwrap();
+    let mut got = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = queries::dlq_page_for_tenant(&store, a, cursor, 4).unwrap();
+        got.extend(page.entries.iter().map(|e| e.at));
+        match page.next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        got,
+        (0..25u64)
+            .rev()
+            .filter(|i| i % 2 == 0)
+            .map(|i| 1000 + i)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn oldest_due_is_exact_and_skips_stale_markers() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    assert_eq!(queries::oldest_due(&store).unwrap(), None);
+    let rows = ingest(
+        &store,
+        &mut alloc,
+        &[("a", 1_234, 1, 1, false), ("b", 5_678, 1, 1, false)],
+    );
+    let o = queries::oldest_due(&store).unwrap().unwrap();
+    assert_eq!((o.at, o.exact, o.age_ms(10_000)), (1_234, true, 8_766));
+    // Claim a's row: its marker is stale, the answer moves to b.
+    let mut b = Batch::new();
+    transitions::claim(&mut b, &rows[0]);
+    store.commit(b, false).unwrap();
+    let o = queries::oldest_due(&store).unwrap().unwrap();
+    assert_eq!((o.ord, o.at, o.exact), (rows[1].ord, 5_678, true));
+}
+
+#[test]
+fn top_pending_comes_from_the_active_index() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let mut spec = Vec::new();
+    for (t, n) in [("a", 3), ("b", 7), ("c", 5)] {
+        for i in 0..n {
+            spec.push((t, 100 + i, 1usize, 1u16, false));
+        }
+    }
+    spec.push(("future", 10_000_000, 1, 1, false));
+    ingest(&store, &mut alloc, &spec);
+    let top = queries::top_pending(&store, 1_000, 2).unwrap();
+    let names: Vec<i64> = top.iter().map(|p| p.pending).collect();
+    assert_eq!(names, vec![7, 5]);
+}
+
+#[test]
+fn recover_all_inflight_moves_every_inflight_row_back_to_due() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let spec: Vec<_> = (0..1100u64)
+        .map(|i| ("a", i, 3usize, 1u16, false))
+        .collect();
+    let rows = ingest(&store, &mut alloc, &spec);
+    let mut b = Batch::new();
+    for r in &rows {
+        transitions::claim(&mut b, r);
+    }
+    store.commit(b, false).unwrap();
+    assert_eq!(queries::node_counters(&store).unwrap().inflight, 1100);
+    let n = transitions::recover_all_inflight(&store, 50_000).unwrap();
+    assert_eq!(n, 1100);
+    let c = queries::node_counters(&store).unwrap();
+    assert_eq!((c.inflight, c.pending), (0, 1100));
+    assert_consistent(&store);
+}
+
+#[test]
+fn dedupe_entries_expire_and_a_reused_key_survives_the_old_sweep() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let mut put = |key: &str, at: u64, exp: u64| {
+        let mut b = Batch::new();
+        let res = alloc.resolve(&store, ["a"], &mut b).unwrap();
+        let mut env = envelope("a", at, 1);
+        env.idempotency_key = Some(key.into());
+        let seq = store.next_seq().unwrap();
+        transitions::ingest(
+            &mut b,
+            &transitions::IngestHook {
+                seq,
+                ord: res.ord("a", 100).unwrap(),
+                envelope: &env,
+                sinks: 1,
+                archive: false,
+                dedupe_expires_at: Some(exp),
+            },
+        );
+        store.commit(b, true).unwrap();
+        alloc.committed(res);
+        seq
+    };
+    let s1 = put("k", 1, 100);
+    assert_eq!(
+        queries::dedupe(&store, "a", "k", 50).unwrap().unwrap().seq,
+        s1
+    );
+    assert!(
+        queries::dedupe(&store, "a", "k", 100).unwrap().is_none(),
+        "expired at 100"
+    );
+    let s2 = put("k", 150, 300);
+    assert_eq!(ankusa_store::dedupe::sweep(&store, 200, 100).unwrap(), 1);
+    assert_eq!(
+        queries::dedupe(&store, "a", "k", 200).unwrap().unwrap().seq,
+        s2,
+        "the old sweep deleted the new entry"
+    );
+    assert_eq!(ankusa_store::dedupe::sweep(&store, 400, 100).unwrap(), 1);
+    assert!(queries::dedupe(&store, "a", "k", 200).unwrap().is_none());
+}
+
+#[test]
+fn archive_settle_lets_reclaim_delete_the_hook() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let rows = ingest(&store, &mut alloc, &[("a", 1, 4, 1, true)]);
+    let mut b = Batch::new();
+    let f = transitions::claim(&mut b, &rows[0]);
+    transitions::delivered(&mut b, &f);
+    store.commit(b, false).unwrap();
+    assert_eq!(
+        transitions::reclaim_pass(&store, 100).unwrap(),
+        0,
+        "archive obligation still owed"
+    );
+    assert!(queries::hook(&store, rows[0].seq).unwrap().is_some());
+    let mut b = Batch::new();
+    transitions::archive_settle(
+        &mut b,
+        rows[0].seq,
+        &ArchiveValue {
+            size: 4,
+            ord: rows[0].ord,
+        },
+    );
+    store.commit(b, false).unwrap();
+    assert_eq!(transitions::reclaim_pass(&store, 100).unwrap(), 1);
+    assert!(queries::hook(&store, rows[0].seq).unwrap().is_none());
+    assert_eq!(
+        queries::node_counters(&store).unwrap(),
+        ankusa_store::Counters::default()
+    );
+    assert_consistent(&store);
+}

@@ -1,0 +1,217 @@
+//! The store commands, run as a user runs them: the real binary on real
+//! stores.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ankusa(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ankusa"))
+        .args(args)
+        .env_remove("ANKUSA_STORE")
+        .output()
+        .expect("run ankusa")
+}
+
+fn fixture(dir: &Path, tenants: u32, rows: u64) -> String {
+    let out = dir.join("store");
+    let o = ankusa(&[
+        "store",
+        "fixture",
+        "--format",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--tenants",
+        &tenants.to_string(),
+        "--rows",
+        &rows.to_string(),
+        "--seed",
+        "7",
+    ]);
+    assert!(
+        o.status.success(),
+        "fixture failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out.to_str().unwrap().to_owned()
+}
+
+fn raw_open(path: &str) -> rocksdb::DB {
+    let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).unwrap();
+    let cfs: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let f = ankusa_store::Family::from_name(n).unwrap();
+            rocksdb::ColumnFamilyDescriptor::new(n, ankusa_store::schema::family_options(f))
+        })
+        .collect();
+    rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, cfs).unwrap()
+}
+
+#[derive(Default, Debug, PartialEq)]
+struct Count {
+    pending: i64,
+    scheduled: i64,
+    inflight: i64,
+    dead: i64,
+}
+
+/// Counts index keys per tenant ordinal straight from the bytes, following
+/// docs/storage.md rather than the store crate's decoders.
+fn independent_count(path: &str) -> BTreeMap<u32, Count> {
+    let db = raw_open(path);
+    let cf = db.cf_handle("index").unwrap();
+    let mut out: BTreeMap<u32, Count> = BTreeMap::new();
+    for item in db.iterator_cf(cf, rocksdb::IteratorMode::Start) {
+        let (k, v) = item.unwrap();
+        let ord = |k: &[u8]| u32::from_be_bytes(k[1..5].try_into().unwrap());
+        match k[0] {
+            b'D' => {
+                let c = out.entry(ord(&k)).or_default();
+                if v[4] == 0 {
+                    c.pending += 1
+                } else {
+                    c.scheduled += 1
+                }
+            }
+            b'F' => out.entry(ord(&k)).or_default().inflight += 1,
+            b'X' => out.entry(ord(&k)).or_default().dead += 1,
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_fixture_passes_store_check_and_tenants_list_agrees_with_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path(), 40, 5_000);
+    let o = ankusa(&["store", "check", "--store", &store]);
+    assert!(
+        o.status.success(),
+        "check failed:\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    let o = ankusa(&[
+        "tenants", "list", "--store", &store, "--json", "--limit", "1000",
+    ]);
+    assert!(o.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let counted = independent_count(&store);
+    let mut listed = BTreeMap::new();
+    for t in list.as_array().unwrap() {
+        let c = &t["counters"];
+        let count = Count {
+            pending: c["pending"].as_i64().unwrap(),
+            scheduled: c["scheduled"].as_i64().unwrap(),
+            inflight: c["inflight"].as_i64().unwrap(),
+            dead: c["dead"].as_i64().unwrap(),
+        };
+        if count != Count::default() {
+            listed.insert(t["ord"].as_u64().unwrap() as u32, count);
+        }
+    }
+    assert_eq!(listed.len(), 40, "every fixture tenant has rows");
+    assert_eq!(listed, counted);
+
+    // The fixture's special tenants are there.
+    let o = ankusa(&["tenants", "show", "dead-only", "--store", &store, "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["counters"]["pending"], 0);
+    assert!(v["counters"]["dead"].as_i64().unwrap() > 0);
+    let o = ankusa(&["tenants", "show", "default", "--store", &store]);
+    assert!(o.status.success());
+
+    // Sorted by dead, largest first.
+    let o = ankusa(&[
+        "tenants", "list", "--store", &store, "--json", "--sort", "dead", "--limit", "3",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dead: Vec<i64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["counters"]["dead"].as_i64().unwrap())
+        .collect();
+    assert_eq!(dead.len(), 3);
+    assert!(dead.windows(2).all(|w| w[0] >= w[1]), "{dead:?}");
+
+    let o = ankusa(&["store", "info", "--store", &store, "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["format"], 3);
+    assert_eq!(v["tenants"], 40);
+    let total: i64 = counted.values().map(|c| c.pending).sum();
+    assert_eq!(v["node"]["pending"].as_i64().unwrap(), total);
+}
+
+#[test]
+fn a_tampered_counter_fails_store_check_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path(), 5, 300);
+    {
+        let db = raw_open(&store);
+        let cf = db.cf_handle("counters").unwrap();
+        let mut key = 3u32.to_be_bytes().to_vec();
+        key.push(1);
+        db.merge_cf(cf, key, 1i64.to_le_bytes()).unwrap();
+    }
+    let o = ankusa(&["store", "check", "--store", &store, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = v["mismatches"].as_array().unwrap();
+    assert!(
+        m.iter()
+            .any(|m| m["kind"] == "counter" && m["ord"] == 3 && m["field"] == "pending"),
+        "{m:?}"
+    );
+    assert!(
+        m.iter()
+            .any(|m| m["kind"] == "counter" && m["ord"] == 0 && m["field"] == "pending"),
+        "node aggregate must differ too: {m:?}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let o = ankusa(&["store", "info", "--store", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no store at"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!missing.exists());
+
+    let store = fixture(dir.path(), 3, 10);
+    let o = ankusa(&["tenants", "show", "nobody", "--store", &store]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no tenant \"nobody\""));
+
+    let o = ankusa(&["store", "fixture", "--format", "3", "--out", &store]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a fixture over an existing store must be refused"
+    );
+
+    let o = ankusa(&[
+        "store",
+        "fixture",
+        "--format",
+        "4",
+        "--out",
+        dir.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
