@@ -215,7 +215,10 @@ fn opens_navigates_to_a_tenant_and_its_dlq_shows_the_right_numbers_and_restores_
         &newest,
     ]);
     c.send("?");
-    c.wait_for(&["Keys (? or Esc closes)", "admin API"]);
+    c.wait_for(&["Keys (j/k scroll; ? or Esc closes)", "Everywhere"]);
+    // Scrolled to the end, help says why the write actions are hidden.
+    c.send("\x1b[6~\x1b[6~\x1b[6~");
+    c.wait_for(&["admin API"]);
     c.send("\x1b");
     c.send("q");
     c.wait_for(&["Tenant dead-only"]);
@@ -300,7 +303,10 @@ fn follow_mode_sees_rows_a_running_writer_adds() {
         .find(|l| l.contains("pending"))
         .expect("pending line")
         .to_owned();
-    assert!(pending_line.trim_end().ends_with(" 5"), "{pending_line}");
+    assert!(
+        pending_line.split_whitespace().any(|t| t == "5"),
+        "{pending_line}"
+    );
     // The writer adds rows while the console runs.
     add(&store, "late-arrival", 1234);
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -63,12 +63,6 @@ fn install_panic_hook() {
 }
 
 pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
-    if !io::stdout().is_terminal() {
-        bail!(
-            "stdout is not a terminal: `ankusa console` is interactive (run it over `ssh -t` or in tmux). \
-             For scripts use `ankusa tenants list --json` or `ankusa store info --json`."
-        );
-    }
     let now = ankusa_store::system_now_ms();
     let req = OpenRequest {
         path: opts.store.clone(),
@@ -78,6 +72,12 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
     // Open before touching the terminal so a bad path is a plain error.
     let src = Source::open(&req, now)
         .wrap_err_with(|| format!("cannot open the console on {}", opts.store.display()))?;
+    if !io::stdout().is_terminal() {
+        bail!(
+            "stdout is not a terminal: `ankusa console` is interactive (run it over `ssh -t` or in tmux). \
+             For scripts use `ankusa tenants list --json` or `ankusa store info --json`."
+        );
+    }
     let _log = tracing::dispatcher::set_default(&log);
     let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
     tui_logger::set_default_level(tui_logger::LevelFilter::Info);
