@@ -321,3 +321,286 @@ pub fn top_by(
     }
     Ok(out)
 }
+
+// ---------------------------------------------------------------------------
+// Bounded reads for the console (appended; see docs/console.md).
+
+/// Tenants whose id starts with `prefix`, in id order, strictly after the id
+/// `after`, at most `limit`, with their counters. One range scan of the `n`
+/// keys `n prefix ..= n prefix 0xFF` (0xFF never occurs in UTF-8, so every id
+/// with the prefix sorts below it) plus six point reads per tenant: the cost
+/// is the page, whatever the number of tenants. Case-sensitive: ids are
+/// bytes. Erased tenants have no `n` row and never appear.
+pub fn by_prefix(
+    store: &Store,
+    prefix: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<TenantInfo>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut lo = keys::ord_by_tenant_key(prefix);
+    if let Some(a) = after {
+        // Strictly after `a`: its key followed by 0x00 is the next key up.
+        let mut k = keys::ord_by_tenant_key(a);
+        k.push(0);
+        if k > lo {
+            lo = k;
+        }
+    }
+    let mut hi = keys::ord_by_tenant_key(prefix);
+    hi.push(0xFF);
+    let mut found = Vec::new();
+    store.scan(Family::Tenants, &lo, &hi, Dir::Forward, |k, v| {
+        let id = keys::decode_ord_by_tenant_key(k)?;
+        found.push((decode_ord(v)?, id));
+        Ok(if found.len() >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    let ords: Vec<u32> = found.iter().map(|(o, _)| *o).collect();
+    let counters = crate::queries::counters_many(store, &ords)?;
+    Ok(found
+        .into_iter()
+        .zip(counters)
+        .map(|((ord, id), counters)| TenantInfo { ord, id, counters })
+        .collect())
+}
+
+/// A bounded walk of the active index: the first `limit` distinct tenants
+/// with a marker at or before `now`'s second (oldest first), walking at most
+/// `budget` markers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveWalk {
+    pub tenants: Vec<crate::queries::ActiveTenant>,
+    pub markers_walked: usize,
+    /// False when the walk stopped at the budget before finding `limit`
+    /// tenants or the end of the markers: more tenants may be active.
+    pub complete: bool,
+}
+
+/// See [`ActiveWalk`]. Unlike `queries::active_tenants`, a store with few
+/// tenants and a deep backlog (one marker per tenant and due second) is not
+/// walked to its end to prove there is no further tenant.
+pub fn active_within(store: &Store, now: u64, limit: usize, budget: usize) -> Result<ActiveWalk> {
+    let (lo, hi) = bounds::active_upto(crate::keys::bucket_of(now));
+    let mut seen = std::collections::HashSet::new();
+    let mut walk = ActiveWalk {
+        tenants: Vec::new(),
+        markers_walked: 0,
+        complete: true,
+    };
+    if limit == 0 {
+        return Ok(walk);
+    }
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if walk.markers_walked >= budget {
+            walk.complete = false;
+            return Ok(ControlFlow::Break(()));
+        }
+        walk.markers_walked += 1;
+        let a = crate::keys::ActiveKey::decode(k)?;
+        if seen.insert(a.ord) {
+            walk.tenants.push(crate::queries::ActiveTenant {
+                ord: a.ord,
+                bucket: a.bucket,
+            });
+            if walk.tenants.len() >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(walk)
+}
+
+/// Due rows per time window for each tenant of `ords`, each count capped at
+/// `cap + 1` (a count above `cap` means "more than cap"). `edges` are the
+/// window boundaries, ascending: window `i` is `edges[i] <= at <
+/// edges[i + 1]`. One iterator for the whole request; per tenant, one seek
+/// per non-empty window (an empty stretch is skipped by the seek landing past
+/// it) and at most `cap + 1` steps per window, so the cost is bounded by
+/// `ords × windows × (cap + 2)` keys whatever the backlog. Only keys are
+/// read; values are not decoded.
+pub fn due_counts(store: &Store, ords: &[u32], edges: &[u64], cap: u32) -> Result<Vec<Vec<u32>>> {
+    let cols = edges.len().saturating_sub(1);
+    let mut out = vec![vec![0u32; cols]; ords.len()];
+    if cols == 0 {
+        return Ok(out);
+    }
+    let (lo, hi) = bounds::family(prefix::DUE);
+    let mut ro = rocksdb::ReadOptions::default();
+    ro.set_iterate_lower_bound(lo);
+    ro.set_iterate_upper_bound(hi);
+    let mut it = store.db.raw_iterator_cf_opt(store.cf(Family::Index)?, ro);
+    // (ord, at) of the key under the iterator, if it is a due key.
+    let here = |it: &rocksdb::DBRawIterator<'_>| -> Result<Option<(u32, u64)>> {
+        match it.key() {
+            None => Ok(None),
+            Some(k) => {
+                let d = crate::keys::DueKey::decode(k)?;
+                Ok(Some((d.ord, d.at)))
+            }
+        }
+    };
+    for (row, &ord) in out.iter_mut().zip(ords) {
+        it.seek(bounds::tenant_at(prefix::DUE, ord, edges[0]));
+        let mut col = 0usize;
+        while col < cols {
+            let Some((o, at)) = here(&it)? else { break };
+            if o != ord || at >= edges[cols] {
+                break;
+            }
+            // The window holding `at` (never before `col`: the iterator only
+            // moves forward).
+            let c = edges
+                .partition_point(|&e| e <= at)
+                .saturating_sub(1)
+                .clamp(col, cols - 1);
+            let end = edges[c + 1];
+            let mut n = 0u32;
+            while n <= cap {
+                match here(&it)? {
+                    Some((o, a)) if o == ord && a < end => {
+                        n += 1;
+                        it.next();
+                    }
+                    _ => break,
+                }
+            }
+            row[c] = n;
+            if n > cap && c + 1 < cols {
+                // Saturated: skip the rest of the window with one seek.
+                it.seek(bounds::tenant_at(prefix::DUE, ord, end));
+            }
+            col = c + 1;
+        }
+        // A scan that stops on an error is an error, never a short result.
+        it.status()?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod console_query_tests {
+    use super::*;
+    use crate::transitions::{self, IngestHook};
+    use crate::values::Envelope;
+
+    fn store_with(rows: &[(&str, u64)]) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::create_or_open(&dir.path().join("s")).expect("store");
+        let mut alloc = TenantAllocator::load(&store, DEFAULT_MAX).expect("alloc");
+        let mut b = Batch::new();
+        let res = alloc
+            .resolve(&store, rows.iter().map(|r| r.0), &mut b)
+            .expect("resolve");
+        for (i, (t, at)) in rows.iter().enumerate() {
+            let env = Envelope {
+                received_at: *at,
+                source_id: "s".into(),
+                tenant: (*t).into(),
+                idempotency_key: None,
+                headers: Vec::new(),
+                body: b"{}".to_vec(),
+            };
+            transitions::ingest(
+                &mut b,
+                &IngestHook {
+                    seq: i as u64 + 1,
+                    ord: res.ord(t, DEFAULT_MAX).expect("ord"),
+                    envelope: &env,
+                    sinks: 1,
+                    archive: false,
+                    dedupe_expires_at: None,
+                },
+            );
+        }
+        store.commit(b, true).expect("commit");
+        alloc.committed(res);
+        (dir, store)
+    }
+
+    #[test]
+    fn by_prefix_pages_in_id_order_and_never_leaves_the_prefix() {
+        let names = ["acme", "acme-eu", "acme-us", "acmf", "ac", "beta", "acme2"];
+        let rows: Vec<(&str, u64)> = names.iter().map(|n| (*n, 1_000)).collect();
+        let (_d, s) = store_with(&rows);
+        let ids = |v: Vec<TenantInfo>| v.into_iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(by_prefix(&s, "acme", None, 10).expect("page")),
+            ["acme", "acme-eu", "acme-us", "acme2"]
+        );
+        assert_eq!(
+            ids(by_prefix(&s, "acme", None, 2).expect("page")),
+            ["acme", "acme-eu"]
+        );
+        assert_eq!(
+            ids(by_prefix(&s, "acme", Some("acme-eu"), 2).expect("page")),
+            ["acme-us", "acme2"]
+        );
+        assert!(by_prefix(&s, "acme", Some("acme2"), 2)
+            .expect("page")
+            .is_empty());
+        assert!(by_prefix(&s, "zz", None, 5).expect("page").is_empty());
+        // An empty prefix lists everyone in id order; counters come along.
+        let all = by_prefix(&s, "", None, 100).expect("page");
+        assert_eq!(all.len(), names.len());
+        let acme = all.iter().find(|t| t.id == "acme").expect("acme");
+        assert_eq!(acme.counters.pending, 1);
+        assert_eq!(Some(acme.ord), ord_of(&s, "acme").expect("ord"));
+    }
+
+    #[test]
+    fn active_within_stops_at_the_limit_or_the_budget() {
+        // Tenant a has rows in 5 distinct seconds, b in 1.
+        let rows = [
+            ("a", 1_000),
+            ("a", 2_000),
+            ("b", 2_500),
+            ("a", 3_000),
+            ("a", 4_000),
+            ("a", 5_000),
+        ];
+        let (_d, s) = store_with(&rows);
+        let now = 10_000;
+        let w = active_within(&s, now, 10, 100).expect("walk");
+        assert!(w.complete);
+        assert_eq!(w.tenants.len(), 2);
+        assert_eq!(w.markers_walked, 6);
+        let w = active_within(&s, now, 1, 100).expect("walk");
+        assert_eq!(w.tenants.len(), 1);
+        assert_eq!(w.markers_walked, 1);
+        let w = active_within(&s, now, 10, 2).expect("walk");
+        assert!(!w.complete, "the budget stopped the walk");
+        assert_eq!(w.markers_walked, 2);
+        // Markers sort by (second, ordinal): a@1s, a@2s, then b@2s.
+        assert_eq!(w.tenants.len(), 1);
+    }
+
+    #[test]
+    fn due_counts_count_each_window_capped_and_skip_empty_ones() {
+        // Tenant t: 1 row in [0,10), 5 rows in [20,30), none in [10,20),
+        // 2 rows in [30, MAX). Tenant u: nothing due.
+        let mut rows = vec![("t", 5)];
+        rows.extend([21, 22, 23, 24, 25].map(|a| ("t", a)));
+        rows.extend([("t", 40), ("t", 1_000_000), ("u2", 7)]);
+        let (_d, s) = store_with(&rows);
+        let t = ord_of(&s, "t").expect("ord").expect("t");
+        let u2 = ord_of(&s, "u2").expect("ord").expect("u2");
+        let edges = [0, 10, 20, 30, u64::MAX];
+        let c = due_counts(&s, &[t, 999, u2], &edges, 8).expect("counts");
+        assert_eq!(c[0], [1, 0, 5, 2]);
+        assert_eq!(c[1], [0, 0, 0, 0], "an unknown ordinal has no rows");
+        assert_eq!(c[2], [1, 0, 0, 0]);
+        // Capped: 5 rows with cap 3 read as 4 ("more than 3").
+        let c = due_counts(&s, &[t], &edges, 3).expect("counts");
+        assert_eq!(c[0], [1, 0, 4, 2]);
+        // Windows that start after 0 ignore older rows.
+        let c = due_counts(&s, &[t], &[20, 30, 50], 8).expect("counts");
+        assert_eq!(c[0], [5, 1]);
+    }
+}
