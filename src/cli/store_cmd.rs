@@ -172,15 +172,17 @@ fn print_info(i: &info::StoreInfo, took: std::time::Duration) {
         n.archive_pending
     );
     println!("tenants      {}", i.tenants);
-    let sat = if i.active_tenants >= i.active_tenants_limit {
-        "+"
+    if i.active.complete {
+        println!(
+            "active       {} tenants with work due now",
+            i.active.tenants
+        );
     } else {
-        ""
-    };
-    println!(
-        "active       {}{sat} tenants with work due now",
-        i.active_tenants
-    );
+        println!(
+            "active       at least {} tenants with work due now (in the oldest {} markers)",
+            i.active.tenants, i.active.markers_walked
+        );
+    }
     match (i.oldest_due, i.oldest_due_age_ms) {
         (Some(o), Some(age)) => println!(
             "oldest due   {} (tenant ordinal {}{})",

@@ -254,6 +254,9 @@ pub fn write(
         let c = transitions::cleanup_markers(store, ord, &buckets, spec.now)?;
         rep.markers_cleaned += c.deleted.len() as u64 - c.restored.len() as u64;
     }
+    // Leave no write-ahead log behind: every later reader (read-only or
+    // follower) would replay it on open.
+    store.flush()?;
     Ok(rep)
 }
 
@@ -414,5 +417,6 @@ pub fn write_v2(
         store.commit(b, true)?;
         progress(rep.rows, spec.rows);
     }
+    store.flush_existing()?;
     Ok(rep)
 }

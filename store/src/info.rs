@@ -8,9 +8,6 @@ use crate::queries::{self, OldestDue};
 use crate::schema::Family;
 use crate::store::Store;
 
-/// Active tenants counted at most this far (the count saturates).
-pub const ACTIVE_COUNT_LIMIT: usize = 100_000;
-
 #[derive(Debug, Clone, Serialize)]
 pub struct StoreInfo {
     pub path: String,
@@ -19,9 +16,9 @@ pub struct StoreInfo {
     pub node: Counters,
     /// Ordinals ever allocated (erased tenants included).
     pub tenants: u32,
-    /// Tenants with work due now (saturates at `active_tenants_limit`).
-    pub active_tenants: usize,
-    pub active_tenants_limit: usize,
+    /// Tenants with work due now, from a bounded walk of the active index
+    /// (`complete: false` means the count is a lower bound).
+    pub active: queries::ActiveSummary,
     pub oldest_due: Option<OldestDue>,
     pub oldest_due_age_ms: Option<u64>,
     pub next_seq: u64,
@@ -41,8 +38,7 @@ pub fn gather(store: &Store, now: u64) -> Result<StoreInfo> {
         format: store.format()?,
         node: queries::node_counters(store)?,
         tenants: crate::tenants::allocated(store)?,
-        active_tenants: queries::active_tenants(store, now, ACTIVE_COUNT_LIMIT)?.len(),
-        active_tenants_limit: ACTIVE_COUNT_LIMIT,
+        active: queries::active_summary(store, now, queries::MARKER_BUDGET)?,
         oldest_due: oldest,
         oldest_due_age_ms: oldest.map(|o| o.age_ms(now)),
         next_seq: store.next_seq()?,

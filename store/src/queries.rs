@@ -346,21 +346,64 @@ pub struct PendingTenant {
 /// Distinct tenants read from the active index for the top-N gauge.
 pub const TOP_SCAN: usize = 10_000;
 
+/// Markers a stateless reader (a gauge, `store info`) walks at most. The
+/// active index has one marker per (tenant, due second): a deep backlog of
+/// many tenants can hold hundreds of thousands up to now, and a one-shot
+/// reader must stay bounded, so it reports what it saw and whether it saw
+/// everything. The oldest markers come first, so a bounded walk sees the
+/// tenants that have waited longest.
+pub const MARKER_BUDGET: usize = 100_000;
+
+/// Tenants with work due now, counted by a bounded walk of the markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ActiveSummary {
+    /// Distinct tenants seen.
+    pub tenants: usize,
+    pub markers_walked: usize,
+    /// False when the walk stopped at the budget: `tenants` is a lower bound.
+    pub complete: bool,
+}
+
+/// Counts the tenants with a marker at or before `now`'s second, walking at
+/// most `budget` markers.
+pub fn active_summary(store: &Store, now: u64, budget: usize) -> Result<ActiveSummary> {
+    let (lo, hi) = bounds::active_upto(bucket_of(now));
+    let mut seen = HashSet::new();
+    let mut walked = 0usize;
+    let mut complete = true;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if walked >= budget {
+            complete = false;
+            return Ok(ControlFlow::Break(()));
+        }
+        walked += 1;
+        seen.insert(ActiveKey::decode(k)?.ord);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(ActiveSummary {
+        tenants: seen.len(),
+        markers_walked: walked,
+        complete,
+    })
+}
+
 /// The `n` tenants with the most pending rows among the first
 /// [`TOP_SCAN`] distinct tenants of the active index up to `now` (those that
-/// have waited longest); one counter read each. A tenant with pending rows
-/// has a marker at or before the current second, so no scan of the counters
-/// family is needed.
+/// have waited longest, within a walk of at most [`MARKER_BUDGET`] markers);
+/// one counter read each. A tenant with pending rows has a marker at or
+/// before the current second, so no scan of the counters family is needed.
 pub fn top_pending(store: &Store, now: u64, n: usize) -> Result<Vec<PendingTenant>> {
     let (lo, hi) = bounds::active_upto(bucket_of(now));
     let mut seen = HashSet::new();
     let mut ords = Vec::new();
+    let mut walked = 0usize;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
         let a = ActiveKey::decode(k)?;
         if seen.insert(a.ord) {
             ords.push(a.ord);
         }
-        Ok(if ords.len() >= TOP_SCAN {
+        walked += 1;
+        Ok(if ords.len() >= TOP_SCAN || walked >= MARKER_BUDGET {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())

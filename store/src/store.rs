@@ -471,6 +471,18 @@ impl Store {
         Ok(())
     }
 
+    /// Flushes the memtables of the families this store has (a format 2
+    /// store lacks some).
+    pub fn flush_existing(&self) -> Result<()> {
+        self.require_writable()?;
+        for f in Family::ALL {
+            if let Some(cf) = self.db.cf_handle(f.name()) {
+                self.db.flush_cf(cf)?;
+            }
+        }
+        Ok(())
+    }
+
     /// RocksDB's estimate of the keys in a family (cheap; approximate).
     pub fn estimate_keys(&self, f: Family) -> Result<u64> {
         Ok(self
