@@ -157,6 +157,7 @@ async fn ingest(
     req: Request,
 ) -> Response {
     let started = Instant::now();
+    let _in_progress = InProgress::enter(&app.metrics);
     let source_id = path.map(|Path(s)| s).unwrap_or_default();
     let result = handle(&app, &source_id, req).await;
     let (outcome, id, tenant) = match result {
@@ -176,6 +177,26 @@ async fn ingest(
         tracing::info!(outcome = outcome.code(), status, source = %source_id, tenant = tenant.as_deref(), hook = hook.as_deref(), ms, "ingest");
     }
     answer(outcome, id)
+}
+
+/// Counts a request in `in_progress` for as long as it lives, including
+/// when the client goes away and the handler is dropped mid-await.
+struct InProgress(Arc<Metrics>);
+
+impl InProgress {
+    fn enter(m: &Arc<Metrics>) -> Self {
+        m.in_progress
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(m.clone())
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0
+            .in_progress
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 type Handled = Result<(Outcome, HookId, String), (Outcome, Option<String>)>;

@@ -81,6 +81,9 @@ pub struct Metrics {
     pub commit_latency: Histogram,
     /// Time from the request's arrival to its `202`.
     pub ack_latency: Histogram,
+    /// Ingest requests being handled (buffering, verifying or waiting for
+    /// their commit).
+    pub in_progress: AtomicI64,
     /// Requests waiting in (or being written by) the writer.
     pub queue_depth: AtomicI64,
     pub queue_bytes: AtomicI64,
@@ -158,6 +161,12 @@ impl Metrics {
             &mut out,
             "ankusa_ingest_ack_seconds",
             "Time from a request's arrival to its 202.",
+        );
+        gauge(
+            &mut out,
+            "ankusa_ingest_requests_in_progress",
+            "Ingest requests being handled (reading, verifying or awaiting their commit).",
+            self.in_progress.load(Ordering::Relaxed),
         );
         gauge(
             &mut out,

@@ -103,6 +103,9 @@ pub struct Daemon {
     handle: WriterHandle,
     metrics: Arc<Metrics>,
     clock: SharedClock,
+    /// Print the `listening on` line (off for in-process benches, whose
+    /// stdout is their report).
+    announce: bool,
 }
 
 impl Daemon {
@@ -137,7 +140,13 @@ impl Daemon {
             handle,
             metrics,
             clock,
+            announce: true,
         })
+    }
+
+    /// Do not print the `listening on` line.
+    pub fn quiet(&mut self) {
+        self.announce = false;
     }
 
     /// Records the size of every committed batch (for `bench ingest`).
@@ -172,6 +181,7 @@ impl Daemon {
             handle,
             metrics,
             clock,
+            announce,
         } = self;
         let writer_thread = writer.spawn().wrap_err("cannot start the writer thread")?;
         let sources = settings
@@ -191,7 +201,9 @@ impl Daemon {
         let addr: SocketAddr = listener
             .local_addr()
             .wrap_err("cannot read the bound address")?;
-        announce(addr, &settings.store_path);
+        if announce {
+            announce_listening(addr, &settings.store_path);
+        }
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
@@ -235,18 +247,20 @@ impl Daemon {
         }
         drop(store);
         let m = &metrics;
-        eprintln!(
-            "ankusa: stopped cleanly ({} hooks accepted, {} duplicates, {} batches)",
-            m.outcome(outcome::Outcome::Accepted),
-            m.outcome(outcome::Outcome::Duplicate),
-            m.batches.load(std::sync::atomic::Ordering::Relaxed)
-        );
+        if announce {
+            eprintln!(
+                "ankusa: stopped cleanly ({} hooks accepted, {} duplicates, {} batches)",
+                m.outcome(outcome::Outcome::Accepted),
+                m.outcome(outcome::Outcome::Duplicate),
+                m.batches.load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
         Ok(ExitCode::SUCCESS)
     }
 }
 
 /// The one line scripts and tests wait for, on stdout.
-fn announce(addr: SocketAddr, store: &Path) {
+fn announce_listening(addr: SocketAddr, store: &Path) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,

@@ -109,15 +109,26 @@ impl Daemon {
         self.signal_and_wait(Signal::SIGKILL)
     }
 
+    /// Waits for an exit caused elsewhere (a signal the test sent itself).
+    pub fn stop_wait(mut self) -> ExitStatus {
+        self.wait_exit()
+    }
+
     fn signal_and_wait(&mut self, sig: Signal) -> ExitStatus {
+        if let Some(child) = &self.child {
+            kill(Pid::from_raw(child.id() as i32), sig).expect("signal daemon");
+        }
+        self.wait_exit()
+    }
+
+    fn wait_exit(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("daemon already stopped");
-        kill(Pid::from_raw(child.id() as i32), sig).expect("signal daemon");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = child.try_wait().expect("wait daemon") {
                 return st;
             }
-            assert!(Instant::now() < deadline, "daemon did not exit after {sig}");
+            assert!(Instant::now() < deadline, "daemon did not exit");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
