@@ -476,8 +476,7 @@ impl Migration<'_> {
         let mut tenant_of: HashMap<u64, String> = HashMap::with_capacity(seqs.len());
         for (seq, h) in seqs.iter().zip(hooks) {
             let t = h
-                .and_then(|b| Envelope::decode(&b).ok())
-                .map(|e| e.tenant)
+                .and_then(|b| Envelope::decode_tenant(&b).ok())
                 .filter(|t| !t.is_empty() && validate_id(t).is_ok())
                 .unwrap_or_else(|| DEFAULT_TENANT.to_owned());
             tenant_of.insert(*seq, t);
