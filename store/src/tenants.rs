@@ -436,14 +436,24 @@ pub fn due_counts(store: &Store, ords: &[u32], edges: &[u64], cap: u32) -> Resul
     ro.set_iterate_lower_bound(lo);
     ro.set_iterate_upper_bound(hi);
     let mut it = store.db.raw_iterator_cf_opt(store.cf(Family::Index)?, ro);
-    // (ord, at) of the key under the iterator, if it is a due key.
+    // (ord, at) of the key under the iterator. Read straight from the fixed
+    // layout `D ord:u32 at:u64 seq:u64 sink:u16`: this runs once per key
+    // counted, up to rows × columns × (cap + 1) times a refresh.
     let here = |it: &rocksdb::DBRawIterator<'_>| -> Result<Option<(u32, u64)>> {
         match it.key() {
             None => Ok(None),
-            Some(k) => {
-                let d = crate::keys::DueKey::decode(k)?;
-                Ok(Some((d.ord, d.at)))
-            }
+            Some(k) => match (k.len(), k.first(), k.get(1..5), k.get(5..13)) {
+                (crate::keys::DueKey::LEN, Some(&prefix::DUE), Some(o), Some(a)) => {
+                    let mut ob = [0u8; 4];
+                    let mut ab = [0u8; 8];
+                    ob.copy_from_slice(o);
+                    ab.copy_from_slice(a);
+                    Ok(Some((u32::from_be_bytes(ob), u64::from_be_bytes(ab))))
+                }
+                _ => {
+                    Err(crate::error::DecodeError::new("due key", "wrong length or prefix").into())
+                }
+            },
         }
     };
     for (row, &ord) in out.iter_mut().zip(ords) {

@@ -14,12 +14,14 @@ use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::data::{
     ActionResult, ActionScope, DaemonStatus, DeadDetail, DlqData, HeatmapData, OpenMode, Overview,
-    Progress, Reply, Request, TenantDetail, TenantsPage, TenantsQuery, RANK_LIMIT,
+    Progress, Reply, Request, TenantDetail, TenantsAfter, TenantsPage, TenantsQuery, RANK_LIMIT,
 };
 use crate::heatmap::{HeatSpec, ZOOMS};
 use crate::keymap::{self, Action, Tab};
 
 /// Inputs to [`App::update`].
+// A message is moved once per event; boxing the reply would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
@@ -153,9 +155,10 @@ pub struct Header {
 pub struct TenantsState {
     pub filter: String,
     pub sort: Option<Field>,
-    /// Ordinal order: where the current page starts, and the pages before.
-    pub after: Option<u32>,
-    pub back: Vec<Option<u32>>,
+    /// Where the current page starts (an ordinal, or a name under a prefix
+    /// filter), and the pages before.
+    pub after: Option<TenantsAfter>,
+    pub back: Vec<Option<TenantsAfter>>,
     pub page: Option<TenantsPage>,
     /// Counter order: the ranking (taken when the sort was picked) and the
     /// page shown of it.
@@ -305,7 +308,7 @@ impl App {
                     limit: RANK_LIMIT,
                 }],
                 (None, _) => vec![Request::Tenants(TenantsQuery {
-                    after: self.tenants.after,
+                    after: self.tenants.after.clone(),
                     filter: self.tenants.filter.clone(),
                     limit: self.list_rows(),
                 })],
@@ -330,15 +333,16 @@ impl App {
         }
     }
 
-    /// The ranked rows on the current page, filtered by name.
+    /// The ranked rows on the current page, filtered by name prefix (the
+    /// same rule as the unsorted list's range scan).
     pub fn ranked_visible(&self) -> Vec<&TenantInfo> {
         let Some((_, rows, _)) = &self.tenants.ranked else {
             return Vec::new();
         };
-        let needle = self.tenants.filter.to_lowercase();
+        let prefix = self.tenants.filter.as_str();
         let n = self.list_rows();
         rows.iter()
-            .filter(|t| needle.is_empty() || t.id.to_lowercase().contains(&needle))
+            .filter(|t| t.id.starts_with(prefix))
             .skip(self.tenants.rank_page * n)
             .take(n)
             .collect()
@@ -350,7 +354,7 @@ impl App {
             return self.ranked_visible();
         }
         match &self.tenants.page {
-            Some(p) => p.exact.iter().chain(p.rows.iter()).collect(),
+            Some(p) => p.rows.iter().collect(),
             None => Vec::new(),
         }
     }
@@ -751,13 +755,12 @@ impl App {
                     let Some(p) = &self.tenants.page else {
                         return Vec::new();
                     };
-                    if p.exhausted && p.rows.len() < n || p.next_after.is_none() {
+                    let Some(next) = p.next.clone() else {
                         self.status = "last page".into();
                         return Vec::new();
-                    }
-                    let next = p.next_after;
-                    self.tenants.back.push(self.tenants.after);
-                    self.tenants.after = next;
+                    };
+                    self.tenants.back.push(self.tenants.after.take());
+                    self.tenants.after = Some(next);
                 } else {
                     let Some(prev) = self.tenants.back.pop() else {
                         return Vec::new();
@@ -1018,10 +1021,10 @@ impl App {
                     (Stage::Confirm { typed, .. }, KeyCode::Backspace) => {
                         typed.pop();
                     }
-                    (Stage::Confirm { typed, .. }, KeyCode::Char(c)) if !c.is_control() => {
-                        if typed.len() < 200 {
-                            typed.push(c);
-                        }
+                    (Stage::Confirm { typed, .. }, KeyCode::Char(c))
+                        if !c.is_control() && typed.len() < 200 =>
+                    {
+                        typed.push(c);
                     }
                     (Stage::Confirm { typed, count }, KeyCode::Enter) => {
                         if *typed != g.scope.confirm_word() {

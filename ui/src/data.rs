@@ -303,7 +303,10 @@ impl Source {
 
     fn overview(&self, now: u64) -> Result<Overview, StoreError> {
         let s = self.need()?;
-        let active = queries::active_tenants(s, now, ACTIVE_CAP + 1)?.len();
+        // Counted by a walk of at most ACTIVE_BUDGET markers: the screen
+        // shows one number, so it gets a screen's worth of reads ("≥ N"
+        // when the walk stopped early), never a walk of the whole index.
+        let walk = tenants::active_within(s, now, usize::MAX, ACTIVE_BUDGET)?;
         let oldest = queries::oldest_due(s)?;
         let oldest_name = match oldest {
             Some(o) => live_name(s, o.ord)?,
@@ -312,8 +315,8 @@ impl Source {
         Ok(Overview {
             node: queries::node_counters(s)?,
             tenants: tenants::allocated(s)?,
-            active: active.min(ACTIVE_CAP),
-            active_capped: active > ACTIVE_CAP,
+            active: walk.tenants.len(),
+            active_capped: !walk.complete,
             oldest,
             oldest_name,
             format: s.format()?,
@@ -322,54 +325,34 @@ impl Source {
 
     fn tenants(&self, q: &TenantsQuery) -> Result<TenantsPage, StoreError> {
         let s = self.need()?;
-        let needle = q.filter.to_lowercase();
-        let mut rows = Vec::new();
-        let mut after = q.after;
-        let mut scanned = 0usize;
-        let mut exhausted = false;
-        while rows.len() < q.limit && scanned < TENANT_SCAN_BUDGET {
-            let want = if needle.is_empty() {
-                q.limit - rows.len()
+        let limit = q.limit.max(1);
+        // One more than the page, to know whether there is a next page.
+        let (mut rows, next_of): (Vec<TenantInfo>, fn(&TenantInfo) -> TenantsAfter) =
+            if q.filter.is_empty() {
+                let after = match &q.after {
+                    Some(TenantsAfter::Ord(o)) => Some(*o),
+                    _ => None,
+                };
+                (tenants::page(s, after, limit + 1)?, |t| {
+                    TenantsAfter::Ord(t.ord)
+                })
             } else {
-                256
+                // A prefix filter is a bounded range scan of the names.
+                let after = match &q.after {
+                    Some(TenantsAfter::Name(n)) => Some(n.as_str()),
+                    _ => None,
+                };
+                (tenants::by_prefix(s, &q.filter, after, limit + 1)?, |t| {
+                    TenantsAfter::Name(t.id.clone())
+                })
             };
-            let page = tenants::page(s, after, want)?;
-            if page.is_empty() {
-                exhausted = true;
-                break;
-            }
-            for t in page {
-                scanned += 1;
-                after = Some(t.ord);
-                if needle.is_empty() || t.id.to_lowercase().contains(&needle) {
-                    rows.push(t);
-                    if rows.len() >= q.limit {
-                        break;
-                    }
-                }
-            }
-        }
-        // An exact name is always found, whatever the scan budget reached.
-        let mut exact = None;
-        if !q.filter.is_empty() {
-            if let Some(ord) = tenants::ord_of(s, &q.filter)? {
-                if !rows.iter().any(|r| r.ord == ord) {
-                    let c = queries::counters(s, ord)?;
-                    exact = Some(TenantInfo {
-                        ord,
-                        id: q.filter.clone(),
-                        counters: c,
-                    });
-                }
-            }
-        }
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if more { rows.last().map(next_of) } else { None };
         Ok(TenantsPage {
             query: q.clone(),
             rows,
-            exact,
-            next_after: after,
-            scanned,
-            exhausted,
+            next,
             total: tenants::allocated(s)?,
         })
     }
@@ -405,15 +388,21 @@ impl Source {
         now: u64,
     ) -> Result<HeatmapData, StoreError> {
         let s = self.need()?;
-        let active = queries::active_tenants(s, now, offset + rows + 1)?;
-        let more = active.len() > offset + rows;
-        let mut out = Vec::new();
-        for a in active.into_iter().skip(offset).take(rows) {
+        let want = offset + rows + 1;
+        let walk = tenants::active_within(s, now, want, heat_marker_budget(want))?;
+        // More rows below: found past this page, or the walk stopped at its
+        // budget (more tenants may be active; paging on walks further).
+        let more = walk.tenants.len() > offset + rows || !walk.complete;
+        let shown: Vec<_> = walk.tenants.into_iter().skip(offset).take(rows).collect();
+        let ords: Vec<u32> = shown.iter().map(|a| a.ord).collect();
+        let cells = heatmap::count_rows(s, &ords, heat, now)?;
+        let mut out = Vec::with_capacity(shown.len());
+        for (a, cells) in shown.into_iter().zip(cells) {
             out.push(HeatRow {
                 ord: a.ord,
                 name: live_name(s, a.ord)?.unwrap_or_else(|| format!("ord {}", a.ord)),
                 oldest_bucket: a.bucket,
-                cells: heatmap::count_row(s, a.ord, heat, now)?,
+                cells,
             });
         }
         Ok(HeatmapData {
@@ -594,10 +583,19 @@ fn live_name(s: &Store, ord: u32) -> Result<Option<String>, StoreError> {
     })
 }
 
-/// Active tenants are counted at most this far on the overview.
-pub const ACTIVE_CAP: usize = 10_000;
-/// Tenants a filtered page examines at most per request.
-pub const TENANT_SCAN_BUDGET: usize = 4096;
+/// Active-index markers the overview walks at most to count active tenants
+/// (one marker per tenant and due second). Above it the overview shows
+/// "≥ N": a count costs what one screen of rows costs, not a walk of the
+/// index, whose size grows with the backlog.
+pub const ACTIVE_BUDGET: usize = 1024;
+
+/// Markers the heatmap walks at most to find `want` distinct active tenants:
+/// a floor for the common case plus a few markers per wanted tenant (deep
+/// pages need a longer walk; the budget still grows with the page, never
+/// with the backlog).
+pub fn heat_marker_budget(want: usize) -> usize {
+    1024 + want.saturating_mul(16)
+}
 /// Rows per replay commit.
 pub const REPLAY_CHUNK: usize = 500;
 /// Tenants ranked when sorting by a counter.
@@ -643,9 +641,18 @@ pub enum Request {
     Execute(ActionScope),
 }
 
+/// Where a tenants page starts: after an ordinal (no filter: ordinal order)
+/// or after a name (a prefix filter: name order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantsAfter {
+    Ord(u32),
+    Name(String),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TenantsQuery {
-    pub after: Option<u32>,
+    pub after: Option<TenantsAfter>,
+    /// A name prefix (case-sensitive: tenant ids are bytes); empty for all.
     pub filter: String,
     pub limit: usize,
 }
@@ -694,11 +701,8 @@ pub struct Overview {
 pub struct TenantsPage {
     pub query: TenantsQuery,
     pub rows: Vec<TenantInfo>,
-    /// A tenant whose name equals the filter, found by a point read.
-    pub exact: Option<TenantInfo>,
-    pub next_after: Option<u32>,
-    pub scanned: usize,
-    pub exhausted: bool,
+    /// Where the next page starts; None on the last page.
+    pub next: Option<TenantsAfter>,
     pub total: u32,
 }
 
@@ -828,6 +832,8 @@ pub struct Job {
 }
 
 /// What the worker sends back.
+// An event is moved once through a channel; boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Event {
     Reply {

@@ -8,6 +8,8 @@ pub fn num(n: i64) -> String {
         out.push('-');
     }
     for (i, c) in s.chars().enumerate() {
+        // `%` rather than `is_multiple_of`: the workspace's MSRV is 1.80.
+        #[allow(clippy::manual_is_multiple_of)]
         if i > 0 && (s.len() - i) % 3 == 0 {
             out.push(',');
         }

@@ -7,7 +7,7 @@
 //! (retries waiting out their backoff; the last column takes everything
 //! later).
 
-use ankusa_store::queries;
+use ankusa_store::tenants;
 use ankusa_store::{Store, StoreError};
 
 /// Zoom levels: bucket widths in ms, 1 s to 1 h.
@@ -68,38 +68,38 @@ impl HeatSpec {
     }
 }
 
+/// The column edges at `now`: column `i` counts `edges[i] <= at <
+/// edges[i + 1]` (`edges[0]` is 0: column 0 also takes everything older).
+pub fn edges(spec: &HeatSpec, now: u64) -> Vec<u64> {
+    let mut e: Vec<u64> = (0..spec.cols).map(|i| spec.range(i, now).0).collect();
+    e.push(spec.range(spec.cols - 1, now).1);
+    e
+}
+
 /// Due rows of tenant `ord` per column, each count capped at `cap + 1`
-/// (a count above `cap` means "more than cap"). Each cell is one bounded
-/// read; an empty stretch of columns is skipped in one read, because a read
-/// from a column's start returns the next row wherever it is.
+/// (a count above `cap` means "more than cap").
 pub fn count_row(
     store: &Store,
     ord: u32,
     spec: &HeatSpec,
     now: u64,
 ) -> Result<Vec<u32>, StoreError> {
-    let mut cells = vec![0u32; spec.cols];
-    let limit = spec.cap as usize + 1;
-    let mut i = 0;
-    while i < spec.cols {
-        let (lo, _) = spec.range(i, now);
-        let (_, window_hi) = spec.range(spec.cols - 1, now);
-        // due_for_tenant reads `floor <= at <= now`, so pass hi - 1.
-        let rows =
-            queries::due_for_tenant(store, ord, window_hi.saturating_sub(1), lo, limit, u64::MAX)?;
-        let Some(first) = rows.first() else { break };
-        let col = spec.column_of(first.at, now).max(i);
-        let (_, hi) = spec.range(col, now);
-        let in_col = rows.iter().take_while(|r| r.at < hi).count() as u32;
-        if in_col as usize == rows.len() && rows.len() == limit {
-            cells[col] = spec.cap + 1;
-        } else {
-            // The read went past `col` (or ran out of rows): exact count.
-            cells[col] = in_col;
-        }
-        i = col + 1;
-    }
-    Ok(cells)
+    Ok(count_rows(store, &[ord], spec, now)?
+        .pop()
+        .unwrap_or_else(|| vec![0; spec.cols]))
+}
+
+/// Due rows of several tenants per column, capped: one store iterator for
+/// all the rows, one seek per non-empty cell and at most `cap + 1` keys read
+/// per cell ([`tenants::due_counts`]), so a refresh costs at most
+/// `rows × cols × (cap + 2)` keys whatever the backlog.
+pub fn count_rows(
+    store: &Store,
+    ords: &[u32],
+    spec: &HeatSpec,
+    now: u64,
+) -> Result<Vec<Vec<u32>>, StoreError> {
+    tenants::due_counts(store, ords, &edges(spec, now), spec.cap)
 }
 
 /// A cell's glyph: intensity by count, saturated above the cap. Glyphs carry

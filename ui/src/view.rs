@@ -252,15 +252,15 @@ fn overview(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         kv("tenants", num(i64::from(o.tenants))),
         kv(
             "active tenants",
-            format!(
-                "{}{}",
-                num(o.active as i64),
-                if o.active_capped {
-                    "+ (count capped)"
-                } else {
-                    ""
-                }
-            ),
+            if o.active_capped {
+                format!(
+                    "≥ {} (bounded count: the oldest {} due markers)",
+                    num(o.active as i64),
+                    num(crate::data::ACTIVE_BUDGET as i64)
+                )
+            } else {
+                num(o.active as i64)
+            },
         ),
         kv("daemon", daemon),
     ];
@@ -296,22 +296,20 @@ const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", "dead", "byte
 fn tenants(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let t = &app.tenants;
     let order = match t.sort {
+        // A prefix filter is a range scan of the names: name order.
+        None if !t.filter.is_empty() => "name order".to_owned(),
         None => "ordinal order".to_owned(),
         Some(fl) => format!("by {} ↓", fl.name()),
     };
     let mut title = format!(" Tenants ({order}");
     if !t.filter.is_empty() {
-        title.push_str(&format!(", filter {:?}", t.filter));
+        title.push_str(&format!(", name starts with {:?}", t.filter));
     }
     match (&t.sort, &t.page, &t.ranked) {
         (None, Some(p), _) => {
             title.push_str(&format!(", page {}", t.back.len() + 1));
-            if !t.filter.is_empty() {
-                title.push_str(&format!(
-                    ", {} examined{}",
-                    p.scanned,
-                    if p.exhausted { ", end" } else { "" }
-                ));
+            if p.next.is_none() {
+                title.push_str(", last");
             }
             title.push_str(&format!(", {} tenants)", num(i64::from(p.total))));
         }

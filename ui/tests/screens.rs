@@ -42,7 +42,7 @@ fn tenants_sorted_by_dead() {
 #[test]
 fn tenants_filtered() {
     each_size("tenants_filtered", false, |a, s| {
-        type_keys(a, s, "2/00001\n")
+        type_keys(a, s, "2/tenant-00001\n")
     });
 }
 

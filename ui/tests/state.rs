@@ -124,10 +124,7 @@ fn navigation_keys_move_within_the_page_and_enter_opens_a_tenant() {
         Request::Tenants(q) => Some(Reply::Tenants(TenantsPage {
             query: q.clone(),
             rows: rows.clone(),
-            exact: None,
-            next_after: Some(5),
-            scanned: 5,
-            exhausted: true,
+            next: None,
             total: 5,
         })),
         _ => None,
