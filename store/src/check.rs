@@ -159,7 +159,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
             }),
         }
         n += 1;
-        if n % 100_000 == 0 {
+        if n.is_multiple_of(100_000) {
             progress("due", n);
         }
         Ok(ControlFlow::Continue(()))
@@ -300,7 +300,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
                 }),
             }
             n += 1;
-            if n % 100_000 == 0 {
+            if n.is_multiple_of(100_000) {
                 progress("deliveries", n);
             }
             Ok(ControlFlow::Continue(()))

@@ -62,13 +62,16 @@ pub fn active_tenants(store: &Store, now: u64, limit: usize) -> Result<Vec<Activ
     Ok(out)
 }
 
+/// An active marker as `(ordinal, bucket)`.
+pub type Marker = (u32, u64);
+
 /// Like [`active_tenants`], also returning every marker bucket seen per
 /// tenant (what the dispatcher hands to `cleanup_markers`).
 pub fn active_markers(
     store: &Store,
     now: u64,
     limit: usize,
-) -> Result<(Vec<ActiveTenant>, Vec<(u32, u64)>)> {
+) -> Result<(Vec<ActiveTenant>, Vec<Marker>)> {
     let (lo, hi) = bounds::active_upto(bucket_of(now));
     let mut seen = HashSet::new();
     let mut out = Vec::new();

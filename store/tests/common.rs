@@ -29,13 +29,14 @@ pub fn ingest(
     alloc: &mut TenantAllocator,
     hooks: &[(&str, u64, usize, u16, bool)],
 ) -> Vec<DueRow> {
-    let mut seq = store.next_seq().unwrap();
+    let first_seq = store.next_seq().unwrap();
     let mut b = Batch::new();
     let res = alloc
         .resolve(store, hooks.iter().map(|h| h.0), &mut b)
         .unwrap();
     let mut out = Vec::new();
-    for &(t, at, size, sinks, archive) in hooks {
+    for (i, &(t, at, size, sinks, archive)) in hooks.iter().enumerate() {
+        let seq = first_seq + i as u64;
         let env = envelope(t, at, size);
         let ord = res.ord(t, alloc.max()).unwrap();
         out.extend(transitions::ingest(
@@ -49,7 +50,6 @@ pub fn ingest(
                 dedupe_expires_at: None,
             },
         ));
-        seq += 1;
     }
     store.commit(b, true).unwrap();
     alloc.committed(res);
