@@ -676,6 +676,25 @@ url = "http://127.0.0.1:9000/hooks"
         assert!(s.sources.len() >= 2);
     }
 
+    /// The examples in docs/configuration.md are configs that load.
+    #[test]
+    fn the_documented_examples_parse() {
+        let doc = include_str!("../../docs/configuration.md");
+        let blocks: Vec<&str> = doc
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .collect();
+        assert_eq!(
+            blocks.len(),
+            2,
+            "docs/configuration.md has two toml examples"
+        );
+        for b in blocks {
+            parse(b).unwrap_or_else(|e| panic!("{e}\nin\n{b}"));
+        }
+    }
+
     #[test]
     fn an_unknown_key_names_the_key_and_the_line() {
         let text = MINIMAL.replace("[[sources]]", "[writer]\nlingr = \"2ms\"\n\n[[sources]]");
@@ -720,7 +739,7 @@ url = "http://127.0.0.1:9000/hooks"
         );
         let e = parse(&text).unwrap_err().to_string();
         assert!(
-            e.contains("used by two sources") && e.contains("line 1"),
+            e.contains("used by two sources") && e.contains("at line 10:"),
             "{e}"
         );
 
@@ -729,7 +748,7 @@ url = "http://127.0.0.1:9000/hooks"
             "id = \"shop\"\ntenant = \"a\"\ntenant_header = \"x-tenant\"",
         );
         let e = parse(&text).unwrap_err().to_string();
-        assert!(e.contains("exclusive") && e.contains("line "), "{e}");
+        assert!(e.contains("exclusive") && e.contains("at line 5:"), "{e}");
     }
 
     #[test]
