@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use ankusa_store::check::CheckReport;
 use ankusa_store::counters::Field;
+use ankusa_store::migrate::{Cursor, Plan, Status};
 use ankusa_store::queries::DlqCursor;
 use ankusa_store::rows::DeadRow;
 use ankusa_store::tenants::TenantInfo;
@@ -121,22 +123,119 @@ pub enum Overlay {
     Guard(Guard),
 }
 
-/// What the migration screen shows. The live progress is filled in when
-/// the migration command (issue 8) reports it; the shape is ready for it.
+/// What the migration screen shows: the polled status of a migration
+/// (this console's or another process's `ankusa store migrate`), its rate
+/// from successive samples, and the guided path's stage.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MigrationState {
     pub format: Option<u32>,
     pub migrating: bool,
-    pub progress: Option<MigrationProgress>,
+    /// `--read-only` was given: the guided path is not offered.
+    pub read_only: bool,
+    /// The last polled status and the pid holding the store, if any.
+    pub status: Option<Status>,
+    pub holder: Option<i32>,
+    /// The latest cursor seen (polled, or from this console's own steps).
+    pub cursor: Option<Cursor>,
+    /// (ms, rows moved) samples for the rate, oldest first, at most
+    /// [`RATE_SAMPLES`], none older than [`RATE_WINDOW_MS`] before the last.
+    pub samples: Vec<(u64, u64)>,
+    pub guide: Guide,
+    /// Where this console wrote a backup, if it did.
+    pub backup: Option<PathBuf>,
+    /// The dry run's plan, if asked for.
+    pub plan: Option<Plan>,
 }
 
+/// The guided migration's stage (backup → dry run → run → check).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct MigrationProgress {
-    pub phase: String,
-    pub rows: u64,
-    pub rows_total: Option<u64>,
-    pub rate_per_s: f64,
-    pub eta_s: Option<u64>,
+pub enum Guide {
+    #[default]
+    Idle,
+    BackingUp(PathBuf),
+    Planning,
+    /// Steps are being sent one after another.
+    Running,
+    /// Pause asked: the step under way completes, then no more are sent.
+    Pausing,
+    Paused,
+    Checking,
+    Checked(Box<CheckReport>),
+    Reopening,
+    Failed(String),
+}
+
+/// The rate is measured over this much recent time.
+pub const RATE_WINDOW_MS: u64 = 10_000;
+/// Samples kept for the rate.
+pub const RATE_SAMPLES: usize = 64;
+
+impl MigrationState {
+    pub fn new(format: Option<u32>, migrating: bool, read_only: bool) -> Self {
+        Self {
+            format,
+            migrating,
+            read_only,
+            ..Self::default()
+        }
+    }
+
+    /// Records rows moved at `at` (ms). A count below the last one means a
+    /// different migration (a restored backup): the samples restart.
+    pub fn sample(&mut self, at: u64, rows: u64) {
+        if let Some(&(t, r)) = self.samples.last() {
+            if rows < r || at < t {
+                self.samples.clear();
+            } else if at == t {
+                // Same instant: keep the newest count only.
+                self.samples.pop();
+            }
+        }
+        self.samples.push((at, rows));
+        let horizon = at.saturating_sub(RATE_WINDOW_MS);
+        // Keep one sample at or before the horizon so the window is full.
+        while self.samples.len() > 2 && self.samples[1].0 <= horizon {
+            self.samples.remove(0);
+        }
+        if self.samples.len() > RATE_SAMPLES {
+            self.samples.remove(0);
+        }
+    }
+
+    /// Rows per second over the recent samples; None until two samples
+    /// apart in time exist.
+    pub fn rate_per_s(&self) -> Option<f64> {
+        let (&(t0, r0), &(t1, r1)) = (self.samples.first()?, self.samples.last()?);
+        (t1 > t0).then(|| (r1 - r0) as f64 * 1000.0 / (t1 - t0) as f64)
+    }
+
+    /// Time left at the current rate, in ms; None with no rate (or 0 rate).
+    pub fn eta_ms(&self) -> Option<u64> {
+        let c = self.cursor.as_ref()?;
+        let left = c.rows_total().saturating_sub(c.rows_done());
+        match self.rate_per_s() {
+            Some(r) if r > 0.0 => Some((left as f64 / r * 1000.0) as u64),
+            _ if left == 0 => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Whether this console may offer the guided path: a store that needs
+    /// migrating (or is mid-way), that no other process holds, without
+    /// `--read-only`.
+    pub fn can_guide(&self) -> bool {
+        !self.read_only
+            && self.holder.is_none()
+            && matches!(
+                self.status,
+                Some(Status::Needed | Status::InProgress { .. })
+            )
+    }
+
+    /// Whether this console is stepping the migration.
+    pub fn running(&self) -> bool {
+        matches!(self.guide, Guide::Running | Guide::Pausing)
+    }
 }
 
 /// The header's facts about the store.
@@ -289,6 +388,15 @@ impl App {
 
     /// The requests that refresh the current screen.
     pub fn screen_requests(&self) -> Vec<Request> {
+        if *self.screen() == Screen::Migration {
+            // Our own steps report their cursor; polling meanwhile would
+            // only queue behind them.
+            return if self.migration.running() {
+                Vec::new()
+            } else {
+                vec![Request::MigrationStatus]
+            };
+        }
         if self.header.mode == OpenMode::NeedsMigration {
             return Vec::new();
         }
@@ -414,6 +522,16 @@ impl App {
                 {
                     g.stage = Stage::Done(Err(e.clone()));
                 }
+                if matches!(
+                    req,
+                    Request::MigrationBackup { .. }
+                        | Request::MigrationPlan
+                        | Request::MigrationStep
+                        | Request::MigrationCheck
+                        | Request::Reopen
+                ) {
+                    self.migration.guide = Guide::Failed(e.clone());
+                }
                 self.error = Some(e);
                 return Vec::new();
             }
@@ -498,6 +616,72 @@ impl App {
                         };
                     }
                 }
+            }
+            Reply::MigrationStatus { status, holder, at } => {
+                let m = &mut self.migration;
+                m.holder = holder;
+                match &status {
+                    Status::InProgress { cursor } => {
+                        m.migrating = true;
+                        m.sample(at, cursor.rows_done());
+                        m.cursor = Some(cursor.clone());
+                    }
+                    Status::Done => {
+                        m.migrating = false;
+                        m.format = Some(ankusa_store::FORMAT);
+                    }
+                    Status::Needed => m.migrating = false,
+                }
+                m.status = Some(status);
+            }
+            Reply::BackedUp(out) => {
+                self.status = format!("backup written to {}", out.display());
+                self.migration.backup = Some(out);
+                self.migration.guide = Guide::Idle;
+            }
+            Reply::Plan(p) => {
+                self.migration.plan = Some(p);
+                self.migration.guide = Guide::Idle;
+            }
+            Reply::Stepped { cursor, finished } => {
+                let m = &mut self.migration;
+                m.sample(self.now, cursor.rows_done());
+                m.migrating = !finished;
+                m.status = Some(if finished {
+                    Status::Done
+                } else {
+                    Status::InProgress {
+                        cursor: cursor.clone(),
+                    }
+                });
+                m.cursor = Some(cursor);
+                if finished {
+                    m.format = Some(ankusa_store::FORMAT);
+                    self.header.format = m.format;
+                    m.guide = Guide::Checking;
+                    return self.fetch(vec![Request::MigrationCheck]);
+                }
+                match m.guide {
+                    Guide::Running => return self.fetch(vec![Request::MigrationStep]),
+                    Guide::Pausing => {
+                        m.guide = Guide::Paused;
+                        self.status =
+                            "paused between steps: nothing is half done; M resumes".into();
+                    }
+                    _ => {}
+                }
+            }
+            Reply::Checked(r) => self.migration.guide = Guide::Checked(r),
+            Reply::Reopened { mode, format } => {
+                self.header.mode = mode;
+                self.header.format = format;
+                self.header.opened_at = self.now;
+                self.header.fresh_at = self.now;
+                self.migration.guide = Guide::Idle;
+                self.migration.format = format;
+                self.status = "the migrated store is open".into();
+                self.stack = vec![Screen::Overview];
+                return self.refresh();
             }
             Reply::Done(r) => {
                 self.header.fresh_at = self.now;
@@ -585,7 +769,16 @@ impl App {
                 self.quit = true;
                 vec![Effect::Quit]
             }
+            // Esc while this console migrates pauses rather than leaving.
+            Action::Back if *self.screen() == Screen::Migration && self.migration.running() => {
+                self.pause_migration()
+            }
             Action::Back => self.back(),
+            Action::MigBackup
+            | Action::MigPlan
+            | Action::MigRun
+            | Action::MigPause
+            | Action::MigCheck => self.migration_key(action),
             Action::Help => {
                 self.overlays.push(Overlay::Help(0));
                 Vec::new()
@@ -696,6 +889,75 @@ impl App {
                 Vec::new()
             }
             Action::Purge | Action::Replay | Action::ReplayTenant => self.start_guard(action),
+        }
+    }
+
+    fn pause_migration(&mut self) -> Vec<Effect> {
+        if self.migration.guide == Guide::Running {
+            self.migration.guide = Guide::Pausing;
+            self.status = "pausing after the current step…".into();
+        }
+        Vec::new()
+    }
+
+    /// The guided migration's keys (migration screen only).
+    fn migration_key(&mut self, action: Action) -> Vec<Effect> {
+        if *self.screen() != Screen::Migration {
+            self.status = "that key works on the migration screen (5)".into();
+            return Vec::new();
+        }
+        let m = &self.migration;
+        if action == Action::MigPause {
+            return self.pause_migration();
+        }
+        if m.running() {
+            self.status = "the migration is running: p pauses it".into();
+            return Vec::new();
+        }
+        let busy = matches!(
+            m.guide,
+            Guide::BackingUp(_) | Guide::Planning | Guide::Checking | Guide::Reopening
+        );
+        if busy {
+            self.status = "wait for the current step to finish".into();
+            return Vec::new();
+        }
+        if action == Action::MigCheck {
+            if m.status != Some(Status::Done) {
+                self.status = "store check runs on a migrated (format 3) store".into();
+                return Vec::new();
+            }
+            self.migration.guide = Guide::Checking;
+            return self.fetch(vec![Request::MigrationCheck]);
+        }
+        if !m.can_guide() {
+            self.status = match (&m.status, m.holder) {
+                (Some(Status::Done), _) => "nothing to migrate: the store is format 3".into(),
+                (_, Some(pid)) => format!(
+                    "pid {pid} holds the store (a daemon, or `ankusa store migrate`): stop it first"
+                ),
+                _ if m.read_only => "the console was opened with --read-only".into(),
+                _ => "checking the store's status…".into(),
+            };
+            return Vec::new();
+        }
+        match action {
+            Action::MigBackup => {
+                let out = backup_path(&self.header.path, self.now);
+                self.migration.guide = Guide::BackingUp(out.clone());
+                self.fetch(vec![Request::MigrationBackup { out }])
+            }
+            Action::MigPlan => {
+                self.migration.guide = Guide::Planning;
+                self.fetch(vec![Request::MigrationPlan])
+            }
+            _ => {
+                self.overlays.push(Overlay::Guard(Guard {
+                    scope: ActionScope::Migrate,
+                    stage: Stage::Counting,
+                }));
+                self.fetch(vec![Request::DryRun(ActionScope::Migrate)])
+            }
         }
     }
 
@@ -850,6 +1112,13 @@ impl App {
             Screen::Dlq { .. } => match self.selected_dead().cloned() {
                 Some(row) => self.push(Screen::DeadDetail { row }),
                 None => Vec::new(),
+            },
+            Screen::Migration => match &self.migration.guide {
+                Guide::Checked(r) if r.ok() => {
+                    self.migration.guide = Guide::Reopening;
+                    self.fetch(vec![Request::Reopen])
+                }
+                _ => Vec::new(),
             },
             Screen::Overview => {
                 // The oldest-due tenant is the one an operator looks at first.
@@ -1032,6 +1301,14 @@ impl App {
                                 format!("type {:?} exactly to confirm", g.scope.confirm_word());
                             return Vec::new();
                         }
+                        if g.scope == ActionScope::Migrate {
+                            // The migration runs on the migration screen, one
+                            // step per request, each showing its cursor.
+                            self.overlays.pop();
+                            self.migration.guide = Guide::Running;
+                            self.status.clear();
+                            return self.fetch(vec![Request::MigrationStep]);
+                        }
                         let total = *count;
                         g.stage = Stage::Running(Progress { done: 0, total });
                         let scope = g.scope.clone();
@@ -1117,3 +1394,18 @@ impl App {
 
 /// Width of the name column on the heatmap and lists.
 pub const NAME_COL: usize = 18;
+
+/// The guided backup's directory: a sibling of the store named after it and
+/// the time (`STORE.backup-YYYYMMDDTHHMMSSZ`); the backup refuses an
+/// existing directory, so nothing is overwritten.
+pub fn backup_path(store: &std::path::Path, now: u64) -> PathBuf {
+    let stamp: String = crate::fmt::utc(now)
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let (date, time) = stamp.split_at(stamp.len().min(8));
+    let name = store
+        .file_name()
+        .map_or_else(|| "store".into(), |n| n.to_string_lossy().into_owned());
+    store.with_file_name(format!("{name}.backup-{date}T{time}Z"))
+}

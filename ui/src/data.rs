@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ankusa_store::check::{self, CheckReport};
 use ankusa_store::counters::Field;
+use ankusa_store::migrate::{self, Cursor, Migration, Plan, StepOutcome};
 use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::store::{self as st, Probe};
@@ -124,6 +126,10 @@ pub struct Source {
     /// When the data last matched the store (open, catch-up, or a write).
     pub fresh_at: u64,
     read_only_forced: bool,
+    write_requested: bool,
+    /// The store opened as its writer whatever its format, while this
+    /// console runs the guided migration (see [`Request::MigrationStep`]).
+    migrator: Option<Store>,
     // Drop order: the store before the follower's directory.
     store: Option<Store>,
     _secondary: Option<SecondaryDir>,
@@ -163,6 +169,8 @@ impl Source {
             notices: Vec::new(),
             fresh_at: now,
             read_only_forced: req.read_only,
+            write_requested: req.write,
+            migrator: None,
             store: None,
             _secondary: None,
         };
@@ -208,6 +216,105 @@ impl Source {
     /// The open store (None when it needs migrating).
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
+    }
+
+    /// Whether `--read-only` was given (the guided migration is hidden).
+    pub fn read_only_forced(&self) -> bool {
+        self.read_only_forced
+    }
+
+    /// The migration screen's poll: the migration status read without the
+    /// lock (it works beside `ankusa store migrate` running in another
+    /// process), and who holds the store.
+    fn migration_status(&self, now: u64) -> Result<Reply, StoreError> {
+        Ok(Reply::MigrationStatus {
+            status: migrate::status(&self.path)?,
+            holder: lock::holder(&self.path)?,
+            at: now,
+        })
+    }
+
+    /// The guided migration writes: never with `--read-only`, never while
+    /// another process holds the store (a daemon, or `ankusa store migrate`).
+    fn guided_write_allowed(&self) -> Result<(), StoreError> {
+        if self.read_only_forced {
+            return Err(StoreError::ReadOnly("with --read-only"));
+        }
+        // Our own lock is not reported (POSIX record locks are per process),
+        // so while we run the migration this only sees other processes.
+        if lock::holder(&self.path)?.is_some() {
+            return Err(StoreError::Locked {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn migration_backup(&mut self, out: &Path) -> Result<Reply, StoreError> {
+        self.guided_write_allowed()?;
+        // The backup opens the store as its writer: let go of ours first
+        // (a step is never half done: each one is one synced write).
+        self.migrator = None;
+        Store::backup(&self.path, out)?;
+        Ok(Reply::BackedUp(out.to_path_buf()))
+    }
+
+    fn migration_plan(&self) -> Result<Reply, StoreError> {
+        let plan = match &self.migrator {
+            Some(s) => migrate::plan(s)?,
+            None => migrate::plan(&Store::open_read_only_any_format(&self.path)?)?,
+        };
+        Ok(Reply::Plan(plan))
+    }
+
+    /// One step of the migration: at most `migrate::STEP_ROWS` rows in one
+    /// synced write with its cursor. The migration is re-entered from its
+    /// stored cursor every step, so stopping between steps (pause, quit,
+    /// a crash) leaves nothing to undo and resuming is just another step.
+    fn migration_step(&mut self, now: u64) -> Result<Reply, StoreError> {
+        if self.migrator.is_none() {
+            self.guided_write_allowed()?;
+            self.migrator = Some(Store::open_any_format(&self.path)?);
+        }
+        let Some(s) = self.migrator.as_ref() else {
+            return Err(StoreError::Missing(self.path.clone()));
+        };
+        let mut m = Migration::start(s, now, tenants::DEFAULT_MAX)?;
+        let finished = m.step()? == StepOutcome::Finished;
+        if finished && m.over_limit > 0 {
+            self.notices.push(format!(
+                "{} tenants beyond tenants.max: existing tenants keep working, new ones will be refused",
+                m.over_limit
+            ));
+        }
+        Ok(Reply::Stepped {
+            cursor: m.cursor().clone(),
+            finished,
+        })
+    }
+
+    fn migration_check(&self) -> Result<Reply, StoreError> {
+        let report = match &self.migrator {
+            Some(s) => check::run(s, |_, _| {})?,
+            None => check::run(&Store::open_read_only(&self.path)?, |_, _| {})?,
+        };
+        Ok(Reply::Checked(Box::new(report)))
+    }
+
+    /// After a finished migration: open the store the ordinary way.
+    fn reopen(&mut self, now: u64) -> Result<Reply, OpenError> {
+        self.migrator = None;
+        self.store = None;
+        let req = OpenRequest {
+            path: self.path.clone(),
+            read_only: self.read_only_forced,
+            write: self.write_requested,
+        };
+        *self = Source::open(&req, now)?;
+        Ok(Reply::Reopened {
+            mode: self.mode.clone(),
+            format: self.probe.format,
+        })
     }
 
     /// Once per refresh: follow the daemon's writes; switch from READ-ONLY
@@ -266,6 +373,18 @@ impl Source {
     ) -> Result<Reply, StoreError> {
         match req {
             Request::Refresh => Ok(Reply::Refreshed(self.refresh(now)?)),
+            Request::MigrationStatus => self.migration_status(now),
+            Request::MigrationBackup { out } => self.migration_backup(out),
+            Request::MigrationPlan => self.migration_plan(),
+            Request::MigrationStep => self.migration_step(now),
+            Request::MigrationCheck => self.migration_check(),
+            Request::Reopen => self.reopen(now).map_err(|e| match e {
+                OpenError::Store(e) => e,
+                other => StoreError::Io {
+                    path: self.path.clone(),
+                    source: std::io::Error::other(other.to_string()),
+                },
+            }),
             Request::Overview => self.overview(now).map(Reply::Overview),
             Request::Tenants(q) => self.tenants(q).map(Reply::Tenants),
             Request::Rank { field, limit } => {
@@ -466,8 +585,15 @@ impl Source {
         })
     }
 
-    /// The exact number of rows an action would touch, from point reads.
+    /// The exact number of rows an action would touch, from point reads
+    /// (the migration's: its plan, a count of the old keys).
     pub fn dry_run(&self, scope: &ActionScope) -> Result<u64, StoreError> {
+        if let ActionScope::Migrate = scope {
+            return match self.migration_plan()? {
+                Reply::Plan(p) => Ok(p.rows.iter().sum()),
+                _ => Ok(0),
+            };
+        }
         let s = self.need()?;
         Ok(match scope {
             ActionScope::Purge { ord, kinds, .. } => {
@@ -496,6 +622,7 @@ impl Source {
                 n
             }
             ActionScope::ReplayTenant { ord, .. } => queries::counters(s, *ord)?.dead.max(0) as u64,
+            ActionScope::Migrate => 0,
         })
     }
 
@@ -505,6 +632,13 @@ impl Source {
         now: u64,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ActionResult, StoreError> {
+        if let ActionScope::Migrate = scope {
+            // The migration runs one step per request (MigrationStep) so the
+            // screen shows each cursor and the operator can pause.
+            return Err(StoreError::ReadOnly(
+                "as one action: the migration runs step by step",
+            ));
+        }
         if !self.mode.can_write() {
             return Err(StoreError::ReadOnly(
                 "without --write (actions beside a daemon need its admin API)",
@@ -544,6 +678,7 @@ impl Source {
                 }
                 done
             }
+            ActionScope::Migrate => 0,
         };
         self.fresh_at = now;
         Ok(ActionResult {
@@ -639,6 +774,20 @@ pub enum Request {
     DeadDetail(DeadRow),
     DryRun(ActionScope),
     Execute(ActionScope),
+    /// The migration screen's poll (no lock taken).
+    MigrationStatus,
+    /// Checkpoint the store into `out` (a new directory) before migrating.
+    MigrationBackup {
+        out: PathBuf,
+    },
+    /// The migration's dry run: rows per phase.
+    MigrationPlan,
+    /// One step of the guided migration (this console becomes the writer).
+    MigrationStep,
+    /// `store check` after the migration.
+    MigrationCheck,
+    /// Open the migrated store the ordinary way.
+    Reopen,
 }
 
 /// Where a tenants page starts: after an ordinal (no filter: ordinal order)
@@ -676,6 +825,22 @@ pub enum Reply {
     DeadDetail(Box<DeadDetail>),
     DryRun(ActionScope, u64),
     Done(ActionResult),
+    MigrationStatus {
+        status: migrate::Status,
+        holder: Option<i32>,
+        at: u64,
+    },
+    BackedUp(PathBuf),
+    Plan(Plan),
+    Stepped {
+        cursor: Cursor,
+        finished: bool,
+    },
+    Checked(Box<CheckReport>),
+    Reopened {
+        mode: OpenMode,
+        format: Option<u32>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -776,6 +941,8 @@ pub enum ActionScope {
         ord: u32,
         tenant: String,
     },
+    /// The format 2 → 3 migration of the whole store (guided, step by step).
+    Migrate,
 }
 
 impl ActionScope {
@@ -796,6 +963,9 @@ impl ActionScope {
             ActionScope::ReplayTenant { tenant, .. } => {
                 format!("replay every dead row of tenant {tenant}")
             }
+            ActionScope::Migrate => {
+                "migrate this store from format 2 to format 3 (one-way: older releases cannot open it afterwards)".into()
+            }
         }
     }
 
@@ -806,6 +976,7 @@ impl ActionScope {
                 tenant.clone()
             }
             ActionScope::ReplayRows { .. } => "replay".into(),
+            ActionScope::Migrate => "migrate".into(),
         }
     }
 }

@@ -29,6 +29,11 @@ pub enum Action {
     Replay,
     ReplayTenant,
     Refresh,
+    MigBackup,
+    MigPlan,
+    MigRun,
+    MigPause,
+    MigCheck,
 }
 
 /// The top-level screens reachable by number.
@@ -72,6 +77,7 @@ pub enum Scope {
     Tenant,
     Heatmap,
     Dlq,
+    Migration,
     /// Only shown and active in WRITE mode.
     Write,
 }
@@ -84,6 +90,7 @@ impl Scope {
             Scope::Tenant => "Tenant detail",
             Scope::Heatmap => "Heatmap",
             Scope::Dlq => "DLQ",
+            Scope::Migration => "Migration (guided upgrade; a store no other process holds)",
             Scope::Write => "Guarded actions (WRITE mode only)",
         }
     }
@@ -146,6 +153,11 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('+'), C('z')], label: "+ z", action: Action::ZoomIn, scope: Scope::Heatmap, help: "zoom in (narrower buckets, down to 1s)" },
     Binding { keys: &[C('-'), C('Z')], label: "- Z", action: Action::ZoomOut, scope: Scope::Heatmap, help: "zoom out (wider buckets, up to 1h)" },
     Binding { keys: &[C('x')], label: "x", action: Action::Select, scope: Scope::Dlq, help: "mark / unmark the row for replay" },
+    Binding { keys: &[C('b')], label: "b", action: Action::MigBackup, scope: Scope::Migration, help: "1. back the store up into a new sibling directory" },
+    Binding { keys: &[C('n')], label: "n", action: Action::MigPlan, scope: Scope::Migration, help: "2. dry run: rows per phase" },
+    Binding { keys: &[C('M')], label: "M", action: Action::MigRun, scope: Scope::Migration, help: "3. migrate (or resume), after typing \"migrate\"" },
+    Binding { keys: &[C('p')], label: "p Esc", action: Action::MigPause, scope: Scope::Migration, help: "pause after the current step (M resumes)" },
+    Binding { keys: &[C('c')], label: "c", action: Action::MigCheck, scope: Scope::Migration, help: "4. store check (runs by itself after the migration)" },
     Binding { keys: &[C('P')], label: "P", action: Action::Purge, scope: Scope::Write, help: "purge this tenant's pending and/or dead rows (tenant detail)" },
     Binding { keys: &[C('R')], label: "R", action: Action::Replay, scope: Scope::Write, help: "replay the marked DLQ rows (or the selected one)" },
     Binding { keys: &[C('A')], label: "A", action: Action::ReplayTenant, scope: Scope::Write, help: "replay every dead row of this tenant (tenant DLQ or detail)" },
@@ -171,6 +183,7 @@ pub fn help_lines(write: bool) -> Vec<(Option<&'static str>, String)> {
         Scope::Tenant,
         Scope::Heatmap,
         Scope::Dlq,
+        Scope::Migration,
         Scope::Write,
     ] {
         out.push((Some(scope.title()), String::new()));

@@ -91,11 +91,11 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
         fresh_at: src.fresh_at,
         daemon: None,
     };
-    let migration = MigrationState {
-        format: src.probe.format,
-        migrating: src.probe.migrating,
-        progress: None,
-    };
+    let migration = MigrationState::new(
+        src.probe.format,
+        src.probe.migrating,
+        src.read_only_forced(),
+    );
     let notices = src.notices.clone();
     let (jobs, events, worker) = data::spawn_worker(src, log.clone())?;
 

@@ -9,12 +9,13 @@ use ratatui::Frame;
 use ankusa_store::counters::Field;
 use ankusa_store::values::Kind;
 
-use crate::app::{App, InputKind, Overlay, Screen, Stage, NAME_COL};
+use crate::app::{App, Guide, InputKind, Overlay, Screen, Stage, NAME_COL};
 use crate::data::{ActionScope, DaemonStatus, OpenMode};
 use crate::fmt::{age, bytes, cut, num, utc};
 use crate::heatmap::{glyph, legend, zoom_label};
 use crate::keymap::{self, Tab};
 use crate::preview::Body;
+use ankusa_store::migrate::{Phase, Status};
 
 /// Styles; all plain under `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -179,6 +180,10 @@ fn footer_line(app: &App, theme: &Theme) -> Line<'static> {
         Screen::Tenant { .. } => hint.push_str("  d DLQ"),
         Screen::Heatmap => hint.push_str("  +/- zoom"),
         Screen::Dlq { .. } => hint.push_str("  x mark"),
+        Screen::Migration if app.migration.running() => hint.push_str("  p pause"),
+        Screen::Migration if app.migration.can_guide() => {
+            hint.push_str("  b backup  n dry run  M migrate")
+        }
         _ => {}
     }
     if app.can_write() {
@@ -753,6 +758,8 @@ fn dead_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 fn migration(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let m = &app.migration;
     let fmt = m.format.map_or("unstamped".into(), |f| f.to_string());
+    let path = app.header.path.display().to_string();
+    let warn = |s: String| Line::from(Span::styled(s, theme.fg(Color::Yellow)));
     let mut lines = vec![
         Line::from(""),
         Line::from(format!(
@@ -760,57 +767,173 @@ fn migration(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             ankusa_store::FORMAT
         )),
     ];
-    let path = app.header.path.display().to_string();
-    if m.migrating {
-        lines.push(Line::from(Span::styled(
-            "  A migration to format 3 is in progress (m:migrating:3 is set).",
-            theme.fg(Color::Yellow),
-        )));
-        lines.push(Line::from(format!(
-            "  Resume it with: ankusa store migrate --store {path}"
-        )));
-    } else if m.format.is_some_and(|f| f < ankusa_store::FORMAT) {
-        lines.push(Line::from(Span::styled(
-            "  This store needs migrating before the console can show its queue.",
-            theme.fg(Color::Yellow),
-        )));
-        lines.push(Line::from(format!(
-            "  Take a backup, then run: ankusa store migrate --store {path}"
-        )));
-    } else {
-        lines.push(Line::from("  No migration needed."));
+    match (&m.status, m.holder) {
+        (None, _) => lines.push(Line::from("  checking the migration status…")),
+        (Some(Status::Done), _) => lines.push(Line::from("  No migration needed: format 3.")),
+        (Some(Status::Needed), _) => lines.push(warn(
+            "  This store needs migrating before the console can show its queue.".into(),
+        )),
+        (Some(Status::InProgress { .. }), Some(pid)) => lines.push(warn(format!(
+            "  Migrating in pid {pid} (`ankusa store migrate`): following its cursor."
+        ))),
+        (Some(Status::InProgress { .. }), None) if m.running() => {
+            lines.push(warn("  Migrating in this console.".into()))
+        }
+        (Some(Status::InProgress { .. }), None) => lines.push(warn(
+            "  A migration was interrupted: it resumes where it stopped (M).".into(),
+        )),
     }
-    match &m.progress {
-        Some(p) => {
-            lines.push(Line::from(""));
+    if let (Some(pid), Some(Status::Needed)) = (m.holder, &m.status) {
+        lines.push(Line::from(format!(
+            "  pid {pid} holds the store; stop it to migrate."
+        )));
+    }
+    if let Some(c) = &m.cursor {
+        lines.push(Line::from(""));
+        let phase = if m.status == Some(Status::Done) {
+            "done".to_owned()
+        } else {
+            format!("{} ({} of 5)", c.phase.name(), c.phase as u8)
+        };
+        lines.push(Line::from(Span::styled(
+            format!("  Progress: phase {phase}"),
+            theme.title(),
+        )));
+        for (i, p) in Phase::ROWS.iter().enumerate() {
+            let (d, t) = (c.done[i], c.total[i]);
             lines.push(Line::from(format!(
-                "  phase {}   rows {}{}",
-                p.phase,
-                num(p.rows as i64),
-                p.rows_total
-                    .map_or(String::new(), |t| format!(" of {}", num(t as i64)))
-            )));
-            lines.push(Line::from(format!(
-                "  rate {:.0} rows/s   ETA {}",
-                p.rate_per_s,
-                p.eta_s.map_or("?".into(), |s| age(s * 1000))
+                "    {:<9} {:>12} / {:<12} {:>4}",
+                p.name(),
+                num(d as i64),
+                num(t as i64),
+                pct(d, t)
             )));
         }
-        None if m.migrating || m.format.is_some_and(|f| f < ankusa_store::FORMAT) => {
-            lines.push(Line::from(""));
+        let (d, t) = (c.rows_done(), c.rows_total());
+        let w = 24usize;
+        let filled = if t == 0 {
+            w
+        } else {
+            (d.min(t) as usize * w) / t as usize
+        };
+        lines.push(Line::from(format!(
+            "    {:<9} {:>12} / {:<12} {:>4}  [{}{}]",
+            "total",
+            num(d as i64),
+            num(t as i64),
+            pct(d, t),
+            "#".repeat(filled),
+            ".".repeat(w - filled)
+        )));
+        lines.push(Line::from(format!(
+            "    rate {}   ETA {}   started {} UTC",
+            m.rate_per_s()
+                .map_or("? rows/s".into(), |r| format!("{} rows/s", num(r as i64))),
+            m.eta_ms().map_or("?".into(), age),
+            utc(c.started_at)
+        )));
+    }
+    lines.push(Line::from(""));
+    if m.can_guide() || m.running() || !matches!(m.guide, Guide::Idle) {
+        lines.push(Line::from(Span::styled(
+            "  Guided upgrade (no other process holds this store)",
+            theme.title(),
+        )));
+        lines.push(Line::from(format!(
+            "  {}",
+            ankusa_store::migrate::DESCRIPTION
+        )));
+        let backup = match (&m.guide, &m.backup) {
+            (Guide::BackingUp(p), _) => format!("writing {}…", p.display()),
+            (_, Some(p)) => format!("written to {}", p.display()),
+            _ => "not taken in this console (recommended first)".into(),
+        };
+        lines.push(Line::from(format!("   b  1 backup     {backup}")));
+        let plan = match (&m.guide, &m.plan) {
+            (Guide::Planning, _) => "counting…".into(),
+            (_, Some(p)) => format!(
+                "{} rows to move (due {}, inflight {},",
+                num(p.rows.iter().sum::<u64>() as i64),
+                num(p.rows[0] as i64),
+                num(p.rows[1] as i64),
+            ),
+            _ => "not run: counts the rows per phase".into(),
+        };
+        lines.push(Line::from(format!("   n  2 dry run    {plan}")));
+        if let (Some(p), false) = (&m.plan, m.guide == Guide::Planning) {
+            lines.push(Line::from(format!(
+                "                   dead {}, archive {})",
+                num(p.rows[2] as i64),
+                num(p.rows[3] as i64)
+            )));
+        }
+        let run: String = match &m.guide {
+            Guide::Running => "running… (p or Esc pauses between steps)".into(),
+            Guide::Pausing => "pausing after this step…".into(),
+            Guide::Paused => "paused (M resumes)".into(),
+            _ if m.status == Some(Status::Done) => "done".into(),
+            _ if m.migrating => "interrupted (M resumes; type \"migrate\")".into(),
+            _ => "type \"migrate\" to confirm; one-way: take the backup first".into(),
+        };
+        lines.push(Line::from(format!("   M  3 migrate    {run}")));
+        let check = match &m.guide {
+            Guide::Checking => Line::from("   c  4 check      folding every family…"),
+            Guide::Checked(r) if r.ok() => Line::from(Span::styled(
+                format!(
+                    "   c  4 check      OK: {} tenants, {} due, {} inflight, {} dead rows. Enter opens the store.",
+                    num(r.tenants as i64),
+                    num(r.due_rows as i64),
+                    num(r.inflight_rows as i64),
+                    num(r.dead_rows as i64)
+                ),
+                theme.fg(Color::Green).add_modifier(Modifier::BOLD),
+            )),
+            Guide::Checked(r) => Line::from(Span::styled(
+                format!(
+                    "   c  4 check      {} mismatches: run ankusa store check --store {path}",
+                    r.mismatches.len() as u64 + r.more_mismatches
+                ),
+                theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+            )),
+            Guide::Reopening => Line::from("   c  4 check      OK; opening the store…"),
+            _ => Line::from("   c  4 check      runs after the migration"),
+        };
+        lines.push(check);
+        if let Guide::Failed(e) = &m.guide {
+            lines.push(Line::from(Span::styled(
+                format!("  Failed: {e}"),
+                theme.fg(Color::Red),
+            )));
             lines.push(Line::from(
-                "  Live progress (phase, rows, rate, ETA) appears here once the migration",
-            ));
-            lines.push(Line::from(
-                "  command reports it; the guided upgrade arrives with the migration work.",
+                "  Nothing is half done (one synced write per step): M resumes.",
             ));
         }
-        None => {}
+    } else if m.status != Some(Status::Done) && m.holder.is_none() && m.read_only {
+        lines.push(Line::from(
+            "  Opened with --read-only: the guided upgrade is not offered.",
+        ));
+    }
+    if m.status != Some(Status::Done) {
+        lines.push(Line::from("  From a shell:"));
+        lines.push(Line::from(format!(
+            "    ankusa store backup --store {path} --out DIR"
+        )));
+        lines.push(Line::from(format!(
+            "    ankusa store migrate --store {path}"
+        )));
     }
     f.render_widget(
-        Paragraph::new(lines).block(block(" Migration ".into(), theme)),
+        Paragraph::new(lines)
+            .block(block(" Migration ".into(), theme))
+            .wrap(Wrap { trim: false }),
         area,
     );
+}
+
+fn pct(done: u64, total: u64) -> String {
+    (done.min(total) * 100)
+        .checked_div(total)
+        .map_or_else(|| "-".into(), |p| format!("{p}%"))
 }
 
 fn log(f: &mut Frame, theme: &Theme, area: Rect) {

@@ -70,12 +70,20 @@ fn a_crowded_cell_is_capped_and_does_not_hide_the_next_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = store_with(
         dir.path(),
-        &[("big", u64::from(CAP), NOW - 3_000), ("big", 50, NOW - 2_000), ("big", 1, NOW - 1_000)],
+        &[
+            ("big", u64::from(CAP), NOW - 3_000),
+            ("big", 50, NOW - 2_000),
+            ("big", 1, NOW - 1_000),
+        ],
     );
     let ord = tenants::ord_of(&s, "big").expect("read").expect("big");
     let spec = HeatSpec::new(1_000, 20);
     let cells = count_row(&s, ord, &spec, NOW).expect("count");
-    assert_eq!(cells[spec.now_col - 3], CAP, "exactly the cap is not saturated: {cells:?}");
+    assert_eq!(
+        cells[spec.now_col - 3],
+        CAP,
+        "exactly the cap is not saturated: {cells:?}"
+    );
     assert_eq!(cells[spec.now_col - 2], CAP + 1, "capped: {cells:?}");
     assert_eq!(
         cells[spec.now_col - 1],

@@ -4,9 +4,11 @@
 
 mod common;
 
+use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
 use ankusa_store::Store;
+use ankusa_ui::app::Guide;
 use ankusa_ui::app::{App, Msg};
-use ankusa_ui::data::{OpenMode, Source};
+use ankusa_ui::data::{OpenMode, Reply, Request, Source};
 use common::*;
 
 const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
@@ -96,7 +98,96 @@ fn migration_needed_on_a_format_2_store() {
         app.header.format = Some(2);
         app.migration.format = Some(2);
         app.stack = vec![ankusa_ui::app::Screen::Migration];
+        app.update(Msg::Reply(
+            Request::MigrationStatus,
+            Ok(Reply::MigrationStatus {
+                status: Status::Needed,
+                holder: None,
+                at: NOW,
+            }),
+        ));
         snap!(format!("migration_needed_{w}x{h}"), render(&app));
+    }
+}
+
+/// A migration screen mid-migration at a fixed clock: `who` is None for
+/// this console's own guided run, Some(pid) for `ankusa store migrate`
+/// running in another process.
+fn mid_migration(w: u16, h: u16, who: Option<i32>) -> App {
+    let header = ankusa_ui::app::Header {
+        path: std::path::PathBuf::from("/srv/ankusa/store"),
+        mode: OpenMode::NeedsMigration,
+        format: Some(2),
+        opened_at: NOW - 60_000,
+        fresh_at: NOW - 60_000,
+        daemon: None,
+    };
+    let mut app = App::new(
+        header,
+        ankusa_ui::app::MigrationState::new(Some(2), true, false),
+        2000,
+        NOW - 5_000,
+        w,
+        h,
+    );
+    let cursor = |done: [u64; 4]| Cursor {
+        phase: Phase::Dead,
+        started_at: NOW - 42_000,
+        done,
+        total: [700_412, 50_133, 149_877, 99_578],
+        last_key: Vec::new(),
+    };
+    let c0 = cursor([700_412, 50_133, 20_000, 0]);
+    let c1 = cursor([700_412, 50_133, 61_240, 0]);
+    if who.is_none() {
+        app.migration.backup = Some("/srv/ankusa/store.backup-20231114T221240Z".into());
+        app.migration.plan = Some(Plan {
+            from: 2,
+            to: 3,
+            description: ankusa_store::migrate::DESCRIPTION,
+            rows: c0.total,
+            resume: None,
+        });
+        app.migration.guide = Guide::Running;
+    }
+    for (at, c) in [(NOW - 5_000, c0), (NOW, c1)] {
+        app.update(Msg::Tick(at));
+        let (req, reply) = match who {
+            Some(pid) => (
+                Request::MigrationStatus,
+                Reply::MigrationStatus {
+                    status: Status::InProgress { cursor: c },
+                    holder: Some(pid),
+                    at,
+                },
+            ),
+            None => (
+                Request::MigrationStep,
+                Reply::Stepped {
+                    cursor: c,
+                    finished: false,
+                },
+            ),
+        };
+        app.update(Msg::Reply(req, Ok(reply)));
+    }
+    app.busy = 0;
+    app
+}
+
+#[test]
+fn migration_running_in_this_console() {
+    for (w, h) in SIZES {
+        let app = mid_migration(w, h, None);
+        snap!(format!("migration_running_{w}x{h}"), render(&app));
+    }
+}
+
+#[test]
+fn migration_running_in_another_process() {
+    for (w, h) in SIZES {
+        let app = mid_migration(w, h, Some(4242));
+        snap!(format!("migration_following_{w}x{h}"), render(&app));
     }
 }
 

@@ -484,3 +484,275 @@ fn resize_refetches_with_the_new_page_size() {
         ref other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------
+// The migration screen.
+
+use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
+use ankusa_ui::app::{backup_path, Guide};
+
+fn needs_migration() -> App {
+    let header = Header {
+        path: PathBuf::from("/srv/ankusa/store"),
+        mode: OpenMode::NeedsMigration,
+        format: Some(2),
+        opened_at: NOW,
+        fresh_at: NOW,
+        daemon: None,
+    };
+    App::new(
+        header,
+        MigrationState::new(Some(2), false, false),
+        2000,
+        NOW,
+        80,
+        24,
+    )
+}
+
+fn cursor(phase: Phase, done: [u64; 4]) -> Cursor {
+    Cursor {
+        phase,
+        started_at: NOW - 60_000,
+        done,
+        total: [6_000, 1_000, 2_000, 1_000],
+        last_key: Vec::new(),
+    }
+}
+
+fn status(a: &mut App, at: u64, s: Status, holder: Option<i32>) {
+    a.update(Msg::Tick(at));
+    a.update(Msg::Reply(
+        Request::MigrationStatus,
+        Ok(Reply::MigrationStatus {
+            status: s,
+            holder,
+            at,
+        }),
+    ));
+}
+
+#[test]
+fn the_migration_screen_polls_the_status_and_follows_another_process() {
+    let mut a = needs_migration();
+    assert_eq!(
+        *a.screen(),
+        Screen::Migration,
+        "a format 2 store opens here"
+    );
+    let e = a.update(Msg::Tick(NOW));
+    assert_eq!(
+        fetches(&e),
+        [&Request::Refresh, &Request::MigrationStatus],
+        "each refresh polls the status"
+    );
+    a.update(Msg::Reply(
+        Request::Refresh,
+        Ok(Reply::Refreshed(ankusa_ui::data::DaemonStatus::Running(77))),
+    ));
+    // `ankusa store migrate` (pid 77) moves 4,000 rows in 2 s.
+    let c0 = cursor(Phase::Due, [1_000, 0, 0, 0]);
+    a.update(Msg::Reply(
+        Request::MigrationStatus,
+        Ok(Reply::MigrationStatus {
+            status: Status::InProgress { cursor: c0 },
+            holder: Some(77),
+            at: NOW,
+        }),
+    ));
+    assert_eq!(a.migration.rate_per_s(), None, "one sample has no rate");
+    status(
+        &mut a,
+        NOW + 2_000,
+        Status::InProgress {
+            cursor: cursor(Phase::Due, [5_000, 0, 0, 0]),
+        },
+        Some(77),
+    );
+    assert_eq!(a.migration.rate_per_s(), Some(2_000.0));
+    // 5,000 of 10,000 left at 2,000 rows/s.
+    assert_eq!(a.migration.eta_ms(), Some(2_500));
+    assert!(a.migration.migrating);
+    // Another process holds the store: the guided path is refused.
+    assert!(!a.migration.can_guide());
+    let e = keys(&mut a, "M");
+    assert!(fetches(&e).is_empty());
+    assert!(a.status.contains("pid 77 holds the store"), "{}", a.status);
+    assert!(a.overlays.is_empty());
+    // It finishes: the screen says so and nothing is offered.
+    status(&mut a, NOW + 4_000, Status::Done, None);
+    assert_eq!(a.migration.format, Some(3));
+    assert!(!a.migration.can_guide());
+}
+
+#[test]
+fn the_rate_uses_recent_samples_and_restarts_on_a_new_migration() {
+    let mut m = MigrationState::new(Some(2), true, false);
+    for i in 0..30u64 {
+        // 1,000 rows/s for 30 s, sampled every second.
+        m.sample(NOW + i * 1_000, i * 1_000);
+    }
+    assert_eq!(m.rate_per_s(), Some(1_000.0));
+    assert!(
+        m.samples.first().map(|s| s.0) >= Some(NOW + 29_000 - 10_000 - 1_000),
+        "only about the last 10 s are kept: {:?}",
+        m.samples.first()
+    );
+    // Faster now: the window follows within 10 s.
+    for i in 30..45u64 {
+        m.sample(NOW + i * 1_000, 29_000 + (i - 29) * 3_000);
+    }
+    assert_eq!(m.rate_per_s(), Some(3_000.0));
+    // A count going down is a new migration (a restored backup).
+    m.sample(NOW + 46_000, 10);
+    assert_eq!(m.samples, [(NOW + 46_000, 10)]);
+    assert_eq!(m.rate_per_s(), None);
+}
+
+#[test]
+fn the_guided_path_backs_up_plans_confirms_steps_pauses_resumes_and_checks() {
+    let mut a = needs_migration();
+    status(&mut a, NOW, Status::Needed, None);
+    assert!(a.migration.can_guide());
+    // 1. Backup into a new sibling directory named after the time.
+    let e = keys(&mut a, "b");
+    let out = backup_path(&PathBuf::from("/srv/ankusa/store"), NOW);
+    assert_eq!(
+        out,
+        PathBuf::from("/srv/ankusa/store.backup-20231114T221320Z")
+    );
+    assert_eq!(
+        fetches(&e),
+        [&Request::MigrationBackup { out: out.clone() }]
+    );
+    assert_eq!(a.migration.guide, Guide::BackingUp(out.clone()));
+    a.update(Msg::Reply(
+        Request::MigrationBackup { out: out.clone() },
+        Ok(Reply::BackedUp(out.clone())),
+    ));
+    assert_eq!(a.migration.backup, Some(out));
+    // 2. Dry run.
+    let e = keys(&mut a, "n");
+    assert_eq!(fetches(&e), [&Request::MigrationPlan]);
+    let plan = Plan {
+        from: 2,
+        to: 3,
+        description: ankusa_store::migrate::DESCRIPTION,
+        rows: [6_000, 1_000, 2_000, 1_000],
+        resume: None,
+    };
+    a.update(Msg::Reply(
+        Request::MigrationPlan,
+        Ok(Reply::Plan(plan.clone())),
+    ));
+    assert_eq!(a.migration.plan, Some(plan));
+    // 3. Migrate: dry-run count, then the typed word.
+    let e = keys(&mut a, "M");
+    assert_eq!(fetches(&e), [&Request::DryRun(ActionScope::Migrate)]);
+    a.update(Msg::Reply(
+        Request::DryRun(ActionScope::Migrate),
+        Ok(Reply::DryRun(ActionScope::Migrate, 10_000)),
+    ));
+    assert!(matches!(
+        a.overlays.last(),
+        Some(Overlay::Guard(g)) if g.stage == Stage::Confirm { count: 10_000, typed: String::new() }
+    ));
+    let e = keys(&mut a, "yes\n");
+    assert!(fetches(&e).is_empty(), "a wrong word runs nothing");
+    assert!(a.status.contains("\"migrate\""));
+    for _ in 0..3 {
+        a.update(kc(KeyCode::Backspace));
+    }
+    let e = keys(&mut a, "migrate\n");
+    assert_eq!(fetches(&e), [&Request::MigrationStep]);
+    assert!(a.overlays.is_empty());
+    assert_eq!(a.migration.guide, Guide::Running);
+    // While it runs, refreshes do not poll (the steps report).
+    assert!(a.screen_requests().is_empty());
+    // Each step's reply asks for the next.
+    let e = a.update(Msg::Reply(
+        Request::MigrationStep,
+        Ok(Reply::Stepped {
+            cursor: cursor(Phase::Due, [4_096, 0, 0, 0]),
+            finished: false,
+        }),
+    ));
+    assert_eq!(fetches(&e), [&Request::MigrationStep]);
+    assert_eq!(
+        a.migration.cursor.as_ref().map(Cursor::rows_done),
+        Some(4_096)
+    );
+    // Esc pauses (it does not quit mid-migration); the step under way ends.
+    let e = keys(&mut a, "\x1b");
+    assert!(e.is_empty() && !a.quit);
+    assert_eq!(a.migration.guide, Guide::Pausing);
+    let e = a.update(Msg::Reply(
+        Request::MigrationStep,
+        Ok(Reply::Stepped {
+            cursor: cursor(Phase::Inflight, [6_000, 192, 0, 0]),
+            finished: false,
+        }),
+    ));
+    assert!(fetches(&e).is_empty(), "paused: no further step");
+    assert_eq!(a.migration.guide, Guide::Paused);
+    // Resume goes through the guard again.
+    let e = keys(&mut a, "M");
+    answer(&mut a, e, |r| match r {
+        Request::DryRun(s) => Some(Reply::DryRun(s.clone(), 10_000)),
+        _ => None,
+    });
+    let e = keys(&mut a, "migrate\n");
+    assert_eq!(fetches(&e), [&Request::MigrationStep]);
+    // The last step: the check runs by itself.
+    let e = a.update(Msg::Reply(
+        Request::MigrationStep,
+        Ok(Reply::Stepped {
+            cursor: cursor(Phase::Finish, [6_000, 1_000, 2_000, 1_000]),
+            finished: true,
+        }),
+    ));
+    assert_eq!(fetches(&e), [&Request::MigrationCheck]);
+    assert_eq!(a.migration.status, Some(Status::Done));
+    assert_eq!(a.header.format, Some(3));
+    a.update(Msg::Reply(
+        Request::MigrationCheck,
+        Ok(Reply::Checked(Box::default())),
+    ));
+    assert!(matches!(&a.migration.guide, Guide::Checked(r) if r.ok()));
+    // 4. Enter opens the migrated store the ordinary way.
+    let e = keys(&mut a, "\n");
+    assert_eq!(fetches(&e), [&Request::Reopen]);
+    let e = a.update(Msg::Reply(
+        Request::Reopen,
+        Ok(Reply::Reopened {
+            mode: OpenMode::ReadOnly,
+            format: Some(3),
+        }),
+    ));
+    assert_eq!(*a.screen(), Screen::Overview);
+    assert_eq!(a.header.mode, OpenMode::ReadOnly);
+    assert_eq!(fetches(&e), [&Request::Refresh, &Request::Overview]);
+}
+
+#[test]
+fn a_failed_step_is_reported_and_read_only_offers_nothing() {
+    let mut a = needs_migration();
+    status(&mut a, NOW, Status::Needed, None);
+    a.migration.guide = Guide::Running;
+    a.update(Msg::Reply(Request::MigrationStep, Err("disk full".into())));
+    assert_eq!(a.migration.guide, Guide::Failed("disk full".into()));
+    assert!(a.migration.can_guide(), "it can be resumed");
+
+    let mut r = needs_migration();
+    r.migration.read_only = true;
+    status(&mut r, NOW, Status::Needed, None);
+    assert!(!r.migration.can_guide());
+    let e = keys(&mut r, "b");
+    assert!(fetches(&e).is_empty());
+    assert!(r.status.contains("--read-only"));
+    // The migration keys do nothing on other screens.
+    let mut o = app(OpenMode::ReadOnly);
+    let e = keys(&mut o, "M");
+    assert!(fetches(&e).is_empty());
+    assert!(o.status.contains("migration screen"));
+}

@@ -48,11 +48,7 @@ pub fn app_for(src: &Source, w: u16, h: u16) -> App {
         fresh_at: NOW - 400,
         daemon: None,
     };
-    let m = MigrationState {
-        format: src.probe.format,
-        migrating: src.probe.migrating,
-        progress: None,
-    };
+    let m = MigrationState::new(src.probe.format, src.probe.migrating, false);
     App::new(header, m, 2000, NOW, w, h)
 }
 
