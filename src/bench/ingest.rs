@@ -82,6 +82,9 @@ path = "http-store"
 [http]
 listen = "127.0.0.1:0"
 max_requests = {max_requests}
+# Ingest alone is measured: no delivery churn on the same store.
+[dispatch]
+enabled = false
 [[sources]]
 id = "bench"
 tenant_header = "x-tenant"

@@ -114,7 +114,58 @@ pub struct Config {
     #[serde(default)]
     pub tenants: TenantsSection,
     #[serde(default)]
+    pub dispatch: DispatchSection,
+    #[serde(default)]
     pub sources: Vec<Spanned<SourceConfig>>,
+}
+
+/// `[dispatch]`: the tick loop, its concurrency bounds and the reclaim task.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchSection {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_tick")]
+    pub tick: Dur<1, 60_000>,
+    #[serde(default = "default_max_inflight")]
+    pub max_inflight: Int<1, 100_000>,
+    #[serde(default = "default_per_tenant")]
+    pub per_tenant: Int<1, 100_000>,
+    #[serde(default = "default_per_sink")]
+    pub per_sink: Int<1, 100_000>,
+    #[serde(default = "default_tick_rows")]
+    pub tick_rows: Int<1, 100_000>,
+    #[serde(default = "default_tick_bytes")]
+    pub tick_bytes: Int<1024, { 1024 * MIB }>,
+    #[serde(default = "default_scan_tenants")]
+    pub scan_tenants: Int<1, 1_000_000>,
+    #[serde(default = "default_scan_rows")]
+    pub scan_rows: Int<1, 10_000>,
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: Dur<0, 3_600_000>,
+    #[serde(default = "default_reclaim_interval")]
+    pub reclaim_interval: Dur<10, 3_600_000>,
+    #[serde(default = "default_reclaim_batch")]
+    pub reclaim_batch: Int<1, 100_000>,
+}
+
+impl Default for DispatchSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            tick: default_tick(),
+            max_inflight: default_max_inflight(),
+            per_tenant: default_per_tenant(),
+            per_sink: default_per_sink(),
+            tick_rows: default_tick_rows(),
+            tick_bytes: default_tick_bytes(),
+            scan_tenants: default_scan_tenants(),
+            scan_rows: default_scan_rows(),
+            drain_timeout: default_drain_timeout(),
+            reclaim_interval: default_reclaim_interval(),
+            reclaim_batch: default_reclaim_batch(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -240,18 +291,26 @@ pub struct SourceConfig {
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
     pub url: String,
-    // Read by dispatch (the next part of the daemon); parsed and checked
-    // now so a config written today stays valid.
-    #[allow(dead_code)]
     #[serde(default = "default_sink_timeout")]
     pub timeout: Dur<100, 300_000>,
-    #[allow(dead_code)]
     #[serde(default = "default_max_attempts")]
     pub max_attempts: Int<1, 100>,
     #[serde(default = "default_backoff_initial")]
     pub backoff_initial: Dur<10, 3_600_000>,
     #[serde(default = "default_backoff_max")]
     pub backoff_max: Dur<1_000, { 7 * 86_400_000 }>,
+    /// Longest `Retry-After` honoured; a longer one is cut to this.
+    #[serde(default = "default_retry_after_max")]
+    pub retry_after_max: Dur<0, { 7 * 86_400_000 }>,
+    /// Retry 4xx answers other than 408/425/429 instead of dead-lettering
+    /// them at once.
+    #[serde(default)]
+    pub retry_4xx: bool,
+    /// Standard Webhooks signing secret (`whsec_<base64>`) for deliveries.
+    pub signing_secret: Option<Secret>,
+    /// The decoded `signing_secret`, filled in by the config check.
+    #[serde(skip)]
+    pub signing_key: Option<Vec<u8>>,
 }
 
 fn yes() -> bool {
@@ -313,6 +372,42 @@ fn default_backoff_initial() -> Dur<10, 3_600_000> {
 }
 fn default_backoff_max() -> Dur<1_000, { 7 * 86_400_000 }> {
     Dur(Duration::from_secs(3600))
+}
+fn default_retry_after_max() -> Dur<0, { 7 * 86_400_000 }> {
+    Dur(Duration::from_secs(3600))
+}
+fn default_tick() -> Dur<1, 60_000> {
+    Dur(Duration::from_millis(100))
+}
+fn default_max_inflight() -> Int<1, 100_000> {
+    Int(256)
+}
+fn default_per_tenant() -> Int<1, 100_000> {
+    Int(32)
+}
+fn default_per_sink() -> Int<1, 100_000> {
+    Int(64)
+}
+fn default_tick_rows() -> Int<1, 100_000> {
+    Int(256)
+}
+fn default_tick_bytes() -> Int<1024, { 1024 * MIB }> {
+    Int(16 * MIB)
+}
+fn default_scan_tenants() -> Int<1, 1_000_000> {
+    Int(1024)
+}
+fn default_scan_rows() -> Int<1, 10_000> {
+    Int(64)
+}
+fn default_drain_timeout() -> Dur<0, 3_600_000> {
+    Dur(Duration::from_secs(10))
+}
+fn default_reclaim_interval() -> Dur<10, 3_600_000> {
+    Dur(Duration::from_secs(1))
+}
+fn default_reclaim_batch() -> Int<1, 100_000> {
+    Int(1000)
 }
 
 fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
@@ -393,6 +488,7 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     pub metrics: bool,
     pub writer: WriterSettings,
+    pub dispatch: crate::daemon::dispatch::DispatchSettings,
     pub sources: Vec<Source>,
 }
 
@@ -438,6 +534,21 @@ impl Settings {
             base.join(cfg.store.path)
         };
         let w = cfg.writer;
+        let d = cfg.dispatch;
+        let dispatch = crate::daemon::dispatch::DispatchSettings {
+            enabled: d.enabled,
+            tick: d.tick.0,
+            max_inflight: to_usize(d.max_inflight.0),
+            per_tenant: u32::try_from(d.per_tenant.0).unwrap_or(u32::MAX),
+            per_sink: to_usize(d.per_sink.0),
+            tick_rows: u32::try_from(d.tick_rows.0).unwrap_or(u32::MAX),
+            tick_bytes: d.tick_bytes.0,
+            scan_tenants: to_usize(d.scan_tenants.0),
+            scan_rows: to_usize(d.scan_rows.0),
+            drain_timeout: d.drain_timeout.0,
+            reclaim_interval: d.reclaim_interval.0,
+            reclaim_batch: to_usize(d.reclaim_batch.0),
+        };
         Ok(Settings {
             config_path: path.to_path_buf(),
             store_path,
@@ -458,6 +569,7 @@ impl Settings {
                 sweep_batch: to_usize(cfg.ingest.dedupe_sweep_batch.0),
                 tenants_max: u32::try_from(cfg.tenants.max.0).unwrap_or(u32::MAX - 1),
             },
+            dispatch,
             sources,
         })
     }
@@ -551,7 +663,14 @@ fn check_source(
             s.sinks.len()
         ));
     }
-    for (i, sink) in s.sinks.iter().enumerate() {
+    let mut sinks = s.sinks;
+    for (i, sink) in sinks.iter_mut().enumerate() {
+        if let Some(Secret(sec)) = &sink.signing_secret {
+            sink.signing_key = Some(
+                crate::daemon::signature::decode_secret(sec)
+                    .map_err(|m| format!("source `{id}`: sources.sinks[{i}].signing_secret: {m}"))?,
+            );
+        }
         let url = reqwest::Url::parse(&sink.url)
             .map_err(|e| format!("source `{id}`: sources.sinks[{i}].url `{}`: {e}", sink.url))?;
         if url.scheme() != "http" && url.scheme() != "https" {
@@ -573,7 +692,7 @@ fn check_source(
         signature_tolerance: s.signature_tolerance.0,
         max_body: to_usize(s.max_body.map_or(http_max_body, |m| m.0)),
         keep_headers,
-        sinks: s.sinks,
+        sinks,
     })
 }
 

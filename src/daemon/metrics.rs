@@ -90,6 +90,8 @@ pub struct Metrics {
     pub dedupe_swept: AtomicU64,
     pub recovered_inflight: AtomicU64,
     pub tenants_allocated: AtomicU64,
+    /// The dispatcher's and the delivery workers' counters (issue 4).
+    pub dispatch: crate::daemon::dispatch::DispatchMetrics,
 }
 
 impl Metrics {
@@ -198,6 +200,7 @@ impl Metrics {
             "Tenant ordinals allocated by this process.",
             r(&self.tenants_allocated),
         );
+        self.dispatch.render(&mut out);
         out
     }
 }

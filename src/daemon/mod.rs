@@ -21,15 +21,22 @@
 //!   the store closes. Exit 0. If requests are still running after
 //!   `http.shutdown_timeout`, exit 1 without waiting further: nothing
 //!   unacknowledged was promised, and everything acknowledged is synced.
-//! - Dispatch (delivery) and the admin API are later parts: they will be
-//!   started beside the ingest server in [`Daemon::serve`] and share the
-//!   same store handle, clock and metrics.
+//! - Dispatch ([`dispatch`], [`delivery`]) starts beside the ingest server
+//!   when `dispatch.enabled` and shares the store handle, clock and
+//!   metrics. On shutdown it stops claiming at once (with the signal), and
+//!   after the writer has stopped it gives deliveries in flight
+//!   `dispatch.drain_timeout` to finish; rows still inflight then are
+//!   returned to due by the next boot.
+//! - The admin API is a later part, started the same way.
 
 pub mod clock;
 pub mod config;
+pub mod delivery;
+pub mod dispatch;
 pub mod ingest;
 pub mod metrics;
 pub mod outcome;
+pub mod replay;
 pub mod signature;
 pub mod writer;
 
@@ -184,6 +191,14 @@ impl Daemon {
             announce,
         } = self;
         let writer_thread = writer.spawn().wrap_err("cannot start the writer thread")?;
+        let dispatcher = if settings.dispatch.enabled {
+            Some(
+                dispatch::Dispatcher::new(store.clone(), clock.clone(), &settings, metrics.clone())
+                    .wrap_err("cannot build the delivery HTTP client")?,
+            )
+        } else {
+            None
+        };
         let sources = settings
             .sources
             .iter()
@@ -210,6 +225,7 @@ impl Daemon {
             stop.await;
             let _ = stop_tx.send(true);
         });
+        let dispatch = dispatcher.map(|d| d.start(stop_rx.clone()));
         let mut graceful = stop_rx.clone();
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = graceful.wait_for(|s| *s).await;
@@ -244,6 +260,9 @@ impl Daemon {
         let joined = tokio::task::spawn_blocking(move || writer_thread.join()).await;
         if !matches!(joined, Ok(Ok(()))) {
             return Err(eyre!("the writer thread failed"));
+        }
+        if let Some(d) = dispatch {
+            d.shutdown().await;
         }
         drop(store);
         let m = &metrics;

@@ -34,9 +34,20 @@ pub fn write_config(dir: &Path, config: &str) -> PathBuf {
 
 /// A config with the given `[[sources]]` tables appended to a base that
 /// listens on a free loopback port and keeps the store in `dir/store`.
+/// Dispatch is off: these are ingest tests, and their rows must stay where
+/// ingest put them (the sinks are unreachable). Dispatch tests use
+/// [`config_dispatching`].
 pub fn config_with(sections: &str, sources: &str) -> String {
     format!(
-        "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n{sections}\n\n{sources}\n"
+        "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\nenabled = false\n\n{sections}\n\n{sources}\n"
+    )
+}
+
+/// Like [`config_with`] with dispatch on, configured by `dispatch` (the
+/// body of the `[dispatch]` table).
+pub fn config_dispatching(dispatch: &str, sections: &str, sources: &str) -> String {
+    format!(
+        "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\n{dispatch}\n\n{sections}\n\n{sources}\n"
     )
 }
 

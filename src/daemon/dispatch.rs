@@ -1,0 +1,592 @@
+//! The dispatcher: the tick loop that turns due rows into deliveries, and
+//! the reclaim task.
+//!
+//! Each tick ([`plan_tick`] then [`Dispatcher::claim`]):
+//! 1. `active_markers(now, scan_tenants)`: the tenants with a marker at or
+//!    before now, oldest first, with their marker seconds;
+//! 2. each one's head rows, `due_for_tenant(from its oldest marker, now)`,
+//!    at most `scan_rows` and never more than its remaining per-tenant room;
+//! 3. the fair scheduler (`ankusa-fairness`) picks how many head rows to
+//!    take from whom under the tick's row limit (also bounded by the global
+//!    room) and byte budget;
+//! 4. all chosen rows go due -> inflight in **one** commit;
+//! 5. stale markers of every visited tenant are cleaned (delete-then-verify,
+//!    `transitions::cleanup_markers`), so a tenant whose work is all in the
+//!    future stops occupying the scan window;
+//! 6. each claimed row is delivered on its own task, bounded by the global
+//!    `max_inflight`, the per-tenant cap and a per-sink semaphore.
+//!
+//! Invariants:
+//! - The dispatcher is the only task that claims rows and the only one that
+//!   deletes active markers. Rows it claimed are counted in [`Inflight`]
+//!   until their outcome is committed (or recording it failed), which is
+//!   what the per-tenant cap and the global bound are measured against.
+//! - A tick's store work is bounded by what it may claim: `scan_tenants`
+//!   tenants and `scan_rows` rows each, plus their markers; no fold of the
+//!   backlog or of idle tenants.
+//! - Shutdown stops claiming first; deliveries in flight get
+//!   `drain_timeout` to finish, and any row still inflight after that is
+//!   returned to due by the next boot (at least once, never lost).
+//! - The scheduler groups tenants by nothing (group 0): the source of a
+//!   tenant's head row would need a hook read per tenant per tick.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ankusa_fairness::{Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, Kind, Store, StoreError};
+use tokio::sync::{watch, Notify};
+
+use super::delivery::{Deliverer, Ended};
+use super::metrics::Metrics;
+use super::{Settings, SharedClock};
+
+/// `[dispatch]`, checked.
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    pub enabled: bool,
+    pub tick: Duration,
+    /// Deliveries in flight at once, node-wide.
+    pub max_inflight: usize,
+    /// Deliveries in flight at once per tenant (the scheduler's cap).
+    pub per_tenant: u32,
+    /// Deliveries in flight at once per sink.
+    pub per_sink: usize,
+    /// Rows claimed per tick at most.
+    pub tick_rows: u32,
+    /// Bytes claimed per tick at most (one oversized row may go alone).
+    pub tick_bytes: u64,
+    /// Active tenants read per tick at most.
+    pub scan_tenants: usize,
+    /// Head rows read per tenant per tick at most.
+    pub scan_rows: usize,
+    pub drain_timeout: Duration,
+    pub reclaim_interval: Duration,
+    pub reclaim_batch: usize,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            tick: Duration::from_millis(100),
+            max_inflight: 256,
+            per_tenant: 32,
+            per_sink: 64,
+            tick_rows: 256,
+            tick_bytes: 16 * 1024 * 1024,
+            scan_tenants: 1024,
+            scan_rows: 64,
+            drain_timeout: Duration::from_secs(10),
+            reclaim_interval: Duration::from_secs(1),
+            reclaim_batch: 1000,
+        }
+    }
+}
+
+/// The dispatcher's counters, rendered with the daemon's metrics.
+#[derive(Debug, Default)]
+pub struct DispatchMetrics {
+    pub ticks: AtomicU64,
+    pub tenants_visited: AtomicU64,
+    pub rows_claimed: AtomicU64,
+    pub tick_us_sum: AtomicU64,
+    pub last_tick_us: AtomicU64,
+    pub tick_errors: AtomicU64,
+    pub attempts: AtomicU64,
+    pub delivered: AtomicU64,
+    pub retried: AtomicU64,
+    pub dead: AtomicU64,
+    pub unrecorded: AtomicU64,
+    pub inflight: AtomicI64,
+    pub markers_deleted: AtomicU64,
+    pub markers_restored: AtomicU64,
+    pub reclaimed: AtomicU64,
+}
+
+impl DispatchMetrics {
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let counters: [(&str, &str, u64); 14] = [
+            (
+                "ankusa_dispatch_ticks_total",
+                "Dispatch ticks run.",
+                r(&self.ticks),
+            ),
+            (
+                "ankusa_dispatch_tenants_visited_total",
+                "Active tenants read by dispatch ticks.",
+                r(&self.tenants_visited),
+            ),
+            (
+                "ankusa_dispatch_rows_claimed_total",
+                "Rows claimed (due -> inflight).",
+                r(&self.rows_claimed),
+            ),
+            (
+                "ankusa_dispatch_tick_errors_total",
+                "Ticks that failed on a store error.",
+                r(&self.tick_errors),
+            ),
+            (
+                "ankusa_delivery_attempts_total",
+                "Delivery attempts made.",
+                r(&self.attempts),
+            ),
+            (
+                "ankusa_delivery_delivered_total",
+                "Rows delivered (2xx).",
+                r(&self.delivered),
+            ),
+            (
+                "ankusa_delivery_retried_total",
+                "Rows scheduled for a retry.",
+                r(&self.retried),
+            ),
+            (
+                "ankusa_delivery_dead_total",
+                "Rows dead-lettered.",
+                r(&self.dead),
+            ),
+            (
+                "ankusa_delivery_unrecorded_total",
+                "Outcomes that could not be committed (rows left inflight until restart).",
+                r(&self.unrecorded),
+            ),
+            (
+                "ankusa_dispatch_markers_deleted_total",
+                "Stale active markers deleted.",
+                r(&self.markers_deleted),
+            ),
+            (
+                "ankusa_dispatch_markers_restored_total",
+                "Markers put back by the verify step.",
+                r(&self.markers_restored),
+            ),
+            (
+                "ankusa_reclaimed_hooks_total",
+                "Hooks deleted because no row owes them any more.",
+                r(&self.reclaimed),
+            ),
+            (
+                "ankusa_dispatch_tick_seconds_sum",
+                "Total time spent in dispatch ticks (microsecond resolution).",
+                0,
+            ),
+            (
+                "ankusa_dispatch_last_tick_seconds",
+                "Duration of the latest dispatch tick.",
+                0,
+            ),
+        ];
+        for (name, help, v) in &counters[..12] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let (name, help, _) = counters[12];
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            r(&self.tick_us_sum) as f64 / 1e6
+        );
+        let (name, help, _) = counters[13];
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
+            r(&self.last_tick_us) as f64 / 1e6
+        );
+        let name = "ankusa_delivery_inflight";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Deliveries in flight in this process.\n# TYPE {name} gauge\n{name} {}",
+            self.inflight.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// Rows this process has claimed and not yet recorded, per tenant.
+#[derive(Debug, Default)]
+pub struct Inflight {
+    by_tenant: Mutex<HashMap<u32, u32>>,
+    total: AtomicU64,
+    idle: Notify,
+}
+
+impl Inflight {
+    fn add(&self, ord: u32, n: u32) {
+        if let Ok(mut m) = self.by_tenant.lock() {
+            *m.entry(ord).or_insert(0) += n;
+        }
+        self.total.fetch_add(u64::from(n), Ordering::SeqCst);
+    }
+
+    fn done(&self, ord: u32) {
+        if let Ok(mut m) = self.by_tenant.lock() {
+            if let Some(c) = m.get_mut(&ord) {
+                *c = c.saturating_sub(1);
+                if *c == 0 {
+                    m.remove(&ord);
+                }
+            }
+        }
+        if self.total.fetch_sub(1, Ordering::SeqCst) <= 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::SeqCst)
+    }
+
+    fn snapshot(&self) -> HashMap<u32, u32> {
+        self.by_tenant.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let n = self.idle.notified();
+            if self.total() == 0 {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// What one tick decided: the rows to claim per tenant and the markers
+/// seen per tenant (for the cleanup).
+#[derive(Debug, Default)]
+pub struct TickPlan {
+    pub visited: usize,
+    pub claims: Vec<Vec<DueRow>>,
+    pub markers: Vec<(u32, Vec<u64>)>,
+}
+
+impl TickPlan {
+    pub fn rows(&self) -> usize {
+        self.claims.iter().map(Vec::len).sum()
+    }
+}
+
+/// The read side of a tick: active tenants, their head rows, the
+/// scheduler's choice. No writes; what `bench dispatch-tick` measures.
+pub fn plan_tick(
+    store: &Store,
+    sched: &mut Scheduler,
+    now: u64,
+    s: &DispatchSettings,
+    inflight: &HashMap<u32, u32>,
+    global_inflight: u64,
+) -> Result<TickPlan, StoreError> {
+    let (active, markers) = queries::active_markers(store, now, s.scan_tenants)?;
+    let mut by_tenant: HashMap<u32, Vec<u64>> = HashMap::with_capacity(active.len());
+    for (ord, bucket) in markers {
+        by_tenant.entry(ord).or_default().push(bucket);
+    }
+    let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(active.len());
+    let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
+    for a in &active {
+        let busy = inflight.get(&a.ord).copied().unwrap_or(0);
+        let room = s.per_tenant.saturating_sub(busy) as usize;
+        // Every due row has a marker in its second, so nothing is due
+        // before the tenant's oldest marker: start the range there and skip
+        // the tombstones of rows already claimed.
+        let floor = a.bucket.saturating_mul(1000);
+        let rows = queries::due_for_tenant(
+            store,
+            a.ord,
+            now,
+            floor,
+            s.scan_rows.min(room),
+            s.tick_bytes,
+        )?;
+        heads.push(
+            rows.iter()
+                .map(|r| HeadRow {
+                    due_at: r.at,
+                    seq: r.seq,
+                    size: r.size,
+                    kind: match r.kind {
+                        Kind::First => RowKind::First,
+                        Kind::Retry => RowKind::Retry,
+                    },
+                })
+                .collect(),
+        );
+        due.push(rows);
+    }
+    let input: Vec<TenantHead<'_>> = active
+        .iter()
+        .zip(&heads)
+        .map(|(a, rows)| TenantHead {
+            tenant: a.ord,
+            group: 0,
+            weight: 1,
+            cap: Some(s.per_tenant),
+            inflight: inflight.get(&a.ord).copied().unwrap_or(0),
+            rows,
+        })
+        .collect();
+    let room = (s.max_inflight as u64).saturating_sub(global_inflight);
+    let limits = Limits {
+        rows: u32::try_from(room).unwrap_or(u32::MAX).min(s.tick_rows),
+        bytes: s.tick_bytes,
+    };
+    let plan = sched.plan(now, &input, limits);
+    let index: HashMap<u32, usize> = active.iter().enumerate().map(|(i, a)| (a.ord, i)).collect();
+    let mut claims = Vec::with_capacity(plan.len());
+    for c in plan {
+        if let Some(&i) = index.get(&c.tenant) {
+            let take = (c.rows as usize).min(due[i].len());
+            claims.push(due[i][..take].to_vec());
+        }
+    }
+    Ok(TickPlan {
+        visited: active.len(),
+        claims,
+        markers: by_tenant.into_iter().collect(),
+    })
+}
+
+/// The running dispatcher and reclaim task.
+pub struct DispatchHandle {
+    stop: watch::Sender<bool>,
+    ticker: tokio::task::JoinHandle<()>,
+    reclaimer: tokio::task::JoinHandle<()>,
+    inflight: Arc<Inflight>,
+    drain: Duration,
+}
+
+impl DispatchHandle {
+    /// Stops claiming, then waits up to `drain_timeout` for deliveries in
+    /// flight. Returns how many were still running (left inflight for the
+    /// next boot to recover).
+    pub async fn shutdown(self) -> u64 {
+        let _ = self.stop.send(true);
+        let _ = self.ticker.await;
+        let _ = self.reclaimer.await;
+        let _ = tokio::time::timeout(self.drain, self.inflight.wait_idle()).await;
+        let left = self.inflight.total();
+        if left > 0 {
+            tracing::warn!(
+                rows = left,
+                "deliveries still running at shutdown; boot recovery returns them to due"
+            );
+        }
+        left
+    }
+}
+
+/// The tick loop's state.
+pub struct Dispatcher {
+    store: Arc<Store>,
+    clock: SharedClock,
+    settings: DispatchSettings,
+    metrics: Arc<Metrics>,
+    sched: Arc<Mutex<Scheduler>>,
+    inflight: Arc<Inflight>,
+    deliverer: Arc<Deliverer>,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        settings: &Settings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, reqwest::Error> {
+        let d = settings.dispatch.clone();
+        let deliverer = Deliverer::new(
+            store.clone(),
+            clock.clone(),
+            metrics.clone(),
+            &settings.sources,
+            d.per_sink,
+        )?;
+        let sched = Scheduler::new(Config {
+            // Remember as many tenants as the node may have, bounded anyway.
+            max_tenants: (settings.writer.tenants_max as usize).min(1_000_000),
+            ..Config::default()
+        });
+        Ok(Self {
+            store,
+            clock,
+            settings: d,
+            metrics,
+            sched: Arc::new(Mutex::new(sched)),
+            inflight: Arc::new(Inflight::default()),
+            deliverer: Arc::new(deliverer),
+        })
+    }
+
+    /// Starts the tick loop and the reclaim task; both stop when `stop`
+    /// turns true (or on [`DispatchHandle::shutdown`]).
+    pub fn start(self, mut external: watch::Receiver<bool>) -> DispatchHandle {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let inflight = self.inflight.clone();
+        let drain = self.settings.drain_timeout;
+        let reclaimer = tokio::spawn(reclaim_loop(
+            self.store.clone(),
+            self.metrics.clone(),
+            self.settings.reclaim_interval,
+            self.settings.reclaim_batch,
+            stop_rx.clone(),
+            external.clone(),
+        ));
+        let me = Arc::new(self);
+        let mut stop = stop_rx;
+        let ticker = tokio::spawn(async move {
+            let mut every = tokio::time::interval(me.settings.tick);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                    _ = external.wait_for(|s| *s) => break,
+                }
+                me.clone().tick().await;
+            }
+        });
+        DispatchHandle {
+            stop: stop_tx,
+            ticker,
+            reclaimer,
+            inflight,
+            drain,
+        }
+    }
+
+    /// One tick: plan and claim on a blocking thread (store I/O), then
+    /// spawn the deliveries.
+    async fn tick(self: Arc<Self>) {
+        let started = Instant::now();
+        let me = self.clone();
+        let claimed = tokio::task::spawn_blocking(move || me.claim()).await;
+        let m = &self.metrics.dispatch;
+        let rows = match claimed {
+            Ok(Ok((visited, rows))) => {
+                m.tenants_visited
+                    .fetch_add(visited as u64, Ordering::Relaxed);
+                rows
+            }
+            Ok(Err(e)) => {
+                m.tick_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "dispatch tick failed; retrying next tick");
+                Vec::new()
+            }
+            Err(e) => {
+                m.tick_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "dispatch tick panicked");
+                Vec::new()
+            }
+        };
+        m.rows_claimed
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        for row in rows {
+            self.clone().spawn_delivery(row);
+        }
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        m.tick_us_sum.fetch_add(us, Ordering::Relaxed);
+        m.last_tick_us.store(us, Ordering::Relaxed);
+        m.ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Plans, claims in one commit, cleans markers. Returns the tenants
+    /// visited and the claimed rows.
+    fn claim(&self) -> Result<(usize, Vec<InflightRow>), StoreError> {
+        let now = self.clock.now_ms();
+        let plan = {
+            // A panic while planning leaves tags that are merely stale; keep
+            // dispatching rather than stopping delivery for good.
+            let mut sched = self
+                .sched
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            plan_tick(
+                &self.store,
+                &mut sched,
+                now,
+                &self.settings,
+                &self.inflight.snapshot(),
+                self.inflight.total(),
+            )?
+        };
+        let mut out = Vec::with_capacity(plan.rows());
+        if plan.rows() > 0 {
+            let mut b = Batch::new();
+            let mut claimed = Vec::with_capacity(plan.rows());
+            for rows in &plan.claims {
+                for r in rows {
+                    claimed.push(transitions::claim(&mut b, r));
+                }
+            }
+            self.store.commit(b, false)?;
+            for r in claimed {
+                self.inflight.add(r.ord, 1);
+                self.metrics
+                    .dispatch
+                    .inflight
+                    .fetch_add(1, Ordering::Relaxed);
+                out.push(r);
+            }
+        }
+        // After the claim, so the seconds just emptied are cleaned now.
+        for (ord, buckets) in &plan.markers {
+            let c = transitions::cleanup_markers(&self.store, *ord, buckets, now)?;
+            let m = &self.metrics.dispatch;
+            m.markers_deleted
+                .fetch_add(c.deleted.len() as u64, Ordering::Relaxed);
+            m.markers_restored
+                .fetch_add(c.restored.len() as u64, Ordering::Relaxed);
+        }
+        Ok((plan.visited, out))
+    }
+
+    fn spawn_delivery(self: Arc<Self>, row: InflightRow) {
+        tokio::spawn(async move {
+            let ended = self.deliverer.deliver(row).await;
+            let m = &self.metrics.dispatch;
+            match ended {
+                Ended::Delivered => m.delivered.fetch_add(1, Ordering::Relaxed),
+                Ended::Retried => m.retried.fetch_add(1, Ordering::Relaxed),
+                Ended::Dead => m.dead.fetch_add(1, Ordering::Relaxed),
+                Ended::Unrecorded => m.unrecorded.fetch_add(1, Ordering::Relaxed),
+            };
+            m.inflight.fetch_sub(1, Ordering::Relaxed);
+            self.inflight.done(row.ord);
+        });
+    }
+}
+
+/// Periodically deletes hooks no row owes any more.
+async fn reclaim_loop(
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+    batch: usize,
+    mut stop: watch::Receiver<bool>,
+    mut external: watch::Receiver<bool>,
+) {
+    let mut every = tokio::time::interval(interval);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+            _ = external.wait_for(|s| *s) => return,
+        }
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || transitions::reclaim_pass(&s, batch)).await {
+            Ok(Ok(n)) => {
+                metrics.dispatch.reclaimed.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => tracing::error!(error = %e, "reclaim pass failed; retrying"),
+            Err(e) => tracing::error!(error = %e, "reclaim pass panicked"),
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Replay: dead rows back to due (kind 0), by hook id, by tenant, or by
+//! dead-letter time range, with a dry run that only counts.
+//!
+//! A library API: the admin API and `ankusa dlq replay` call it with the
+//! store they hold (the daemon's, or one opened by the CLI with no daemon
+//! running).
+//!
+//! Invariants:
+//! - Rows move only through `transitions::revive`, in synced chunks of at
+//!   most [`transitions::CHUNK`] rows, so a replay interrupted by a crash
+//!   has revived whole chunks and can simply be run again (revived rows are
+//!   no longer dead, so nothing is revived twice).
+//! - Every read is a bounded page of the DLQ (`x` node-wide, `X` per
+//!   tenant) resumed from a cursor, or a point read: a replay's cost is the
+//!   rows it matches plus one page.
+//! - Two replays in one process are serialised ([`LOCK`]): both could see
+//!   the same dead row, and reviving it twice would count it twice. The
+//!   dispatcher never touches dead rows, so it needs no lock.
+//! - A revived row keeps its delivery row (attempt count and history); the
+//!   dispatcher grants it a new round of the sink's `max_attempts`.
+
+// The admin API (issue 5) and `ankusa dlq replay` are its callers; until
+// they land only the tests below call it.
+#![allow(dead_code)]
+
+use std::sync::Mutex;
+
+use ankusa_store::keys::DeadKey;
+use ankusa_store::queries::{self, DlqCursor};
+use ankusa_store::{transitions, Batch, DeadRow, HookId, Store, StoreError};
+use serde::Serialize;
+
+/// Sinks a hook may have (a source has at most this many).
+const MAX_SINKS: u16 = super::config::MAX_SINKS as u16;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Which dead rows to replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every dead row of these hooks (all their sinks).
+    Ids(Vec<HookId>),
+    /// Every dead row of a tenant (by ordinal).
+    Tenant(u32),
+    /// Rows dead-lettered in `from..to` (ms since the epoch, `to`
+    /// exclusive), node-wide or of one tenant.
+    Range {
+        from: u64,
+        to: u64,
+        tenant: Option<u32>,
+    },
+}
+
+/// What a replay did (or, dry, would do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Replayed {
+    /// Dead rows in scope.
+    pub matched: u64,
+    /// Rows made due again (0 on a dry run).
+    pub revived: u64,
+    pub dry_run: bool,
+}
+
+/// Replays the dead rows in `scope`, due at `now`; at most `limit` rows.
+/// `progress` is called after each committed chunk.
+pub fn replay(
+    store: &Store,
+    scope: &Scope,
+    now: u64,
+    dry_run: bool,
+    limit: u64,
+    mut progress: impl FnMut(&Replayed),
+) -> Result<Replayed, StoreError> {
+    let _guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut out = Replayed {
+        dry_run,
+        ..Replayed::default()
+    };
+    let chunk = transitions::CHUNK;
+    match scope {
+        Scope::Ids(ids) => {
+            let mut rows = Vec::new();
+            for id in ids {
+                for sink in 0..MAX_SINKS {
+                    if let Some(row) = dead_row_of(store, id.0, sink)? {
+                        rows.push(row);
+                    }
+                }
+            }
+            for part in rows.chunks(chunk) {
+                let take = remaining(limit, &out).min(part.len());
+                apply(store, &part[..take], now, dry_run, &mut out)?;
+                progress(&out);
+            }
+        }
+        Scope::Tenant(ord) => page_loop(
+            store,
+            Some(*ord),
+            None,
+            0,
+            now,
+            dry_run,
+            limit,
+            &mut out,
+            &mut progress,
+        )?,
+        Scope::Range { from, to, tenant } => {
+            if to > from {
+                let cursor = DlqCursor {
+                    at: *to,
+                    seq: 0,
+                    sink: 0,
+                };
+                page_loop(
+                    store,
+                    *tenant,
+                    Some(cursor),
+                    *from,
+                    now,
+                    dry_run,
+                    limit,
+                    &mut out,
+                    &mut progress,
+                )?
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn remaining(limit: u64, out: &Replayed) -> usize {
+    usize::try_from(limit.saturating_sub(out.matched)).unwrap_or(usize::MAX)
+}
+
+/// Walks the DLQ (one tenant's or the node's) newest first from `cursor`,
+/// stopping below `from`, reviving page by page.
+#[allow(clippy::too_many_arguments)]
+fn page_loop(
+    store: &Store,
+    tenant: Option<u32>,
+    mut cursor: Option<DlqCursor>,
+    from: u64,
+    now: u64,
+    dry_run: bool,
+    limit: u64,
+    out: &mut Replayed,
+    progress: &mut impl FnMut(&Replayed),
+) -> Result<(), StoreError> {
+    loop {
+        let want = remaining(limit, out).min(transitions::CHUNK);
+        if want == 0 {
+            return Ok(());
+        }
+        let page = match tenant {
+            Some(ord) => queries::dlq_page_for_tenant(store, ord, cursor, want)?,
+            None => queries::dlq_page(store, cursor, want)?,
+        };
+        let in_range: Vec<DeadRow> = page
+            .entries
+            .iter()
+            .take_while(|r| r.at >= from)
+            .cloned()
+            .collect();
+        let stopped = in_range.len() < page.entries.len();
+        apply(store, &in_range, now, dry_run, out)?;
+        progress(out);
+        // Revived rows are gone, but the cursor is strictly older than the
+        // last one, so it stays valid either way.
+        match page.next {
+            Some(next) if !stopped => cursor = Some(next),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Counts `rows` and, unless dry, revives them in one synced commit.
+fn apply(
+    store: &Store,
+    rows: &[DeadRow],
+    now: u64,
+    dry_run: bool,
+    out: &mut Replayed,
+) -> Result<(), StoreError> {
+    out.matched += rows.len() as u64;
+    if dry_run || rows.is_empty() {
+        return Ok(());
+    }
+    let mut b = Batch::new();
+    for r in rows {
+        let size = queries::delivery(store, r.seq, r.sink)?.map_or(0, |d| d.size);
+        transitions::revive(&mut b, r, size, now);
+    }
+    store.commit(b, true)?;
+    out.revived += rows.len() as u64;
+    Ok(())
+}
+
+/// The dead row of (seq, sink), if that row is dead. The dead-letter time
+/// is the delivery row's last attempt (the dispatcher stamps both with the
+/// same instant), so this is two point reads.
+fn dead_row_of(store: &Store, seq: u64, sink: u16) -> Result<Option<DeadRow>, StoreError> {
+    let Some(d) = queries::delivery(store, seq, sink)? else {
+        return Ok(None);
+    };
+    let Some(last) = d.last() else {
+        return Ok(None);
+    };
+    queries::dead_row(
+        store,
+        &DeadKey {
+            at: last.at,
+            seq,
+            sink,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_store::tenants::TenantAllocator;
+    use ankusa_store::transitions::IngestHook;
+    use ankusa_store::values::DeliveryRow;
+    use ankusa_store::{Envelope, Field};
+
+    /// `per` dead rows for each of tenants a and b, dead-lettered at
+    /// 10_000, 11_000, ... (one second apart). Returns their seqs.
+    fn store_with_dead(store: &Store, per: u64) -> Vec<(String, u64)> {
+        let mut alloc = TenantAllocator::load(store, 100).unwrap();
+        let mut out = Vec::new();
+        let mut seq = store.next_seq().unwrap();
+        for i in 0..per * 2 {
+            let tenant = if i % 2 == 0 { "a" } else { "b" };
+            let env = Envelope {
+                received_at: 1_000,
+                source_id: "s".into(),
+                tenant: tenant.into(),
+                idempotency_key: None,
+                headers: vec![],
+                body: vec![7; 10],
+            };
+            let mut b = Batch::new();
+            let res = alloc.resolve(store, [tenant], &mut b).unwrap();
+            let ord = res.ord(tenant, 100).unwrap();
+            let rows = transitions::ingest(
+                &mut b,
+                &IngestHook {
+                    seq,
+                    ord,
+                    envelope: &env,
+                    sinks: 1,
+                    archive: false,
+                    dedupe_expires_at: None,
+                },
+            );
+            let f = transitions::claim(&mut b, &rows[0]);
+            let at = 10_000 + i * 1_000;
+            let mut d = DeliveryRow::new(ord, f.size);
+            d.record(at, 500, "boom");
+            transitions::dead_letter(&mut b, &f, &d, at, "s");
+            store.commit(b, true).unwrap();
+            alloc.committed(res);
+            out.push((tenant.to_owned(), seq));
+            seq += 1;
+        }
+        out
+    }
+
+    fn counts(store: &Store) -> (i64, i64) {
+        let n = queries::node_counters(store).unwrap();
+        (n.get(Field::Dead), n.get(Field::Pending))
+    }
+
+    fn assert_checks(store: &Store) {
+        let rep = ankusa_store::check::run(store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
+    }
+
+    #[test]
+    fn replay_by_id_tenant_and_range_with_dry_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let rows = store_with_dead(&store, 5);
+        assert_eq!(counts(&store), (10, 0));
+
+        // By id: a dry run counts, then one row is revived.
+        let id = HookId(rows[0].1);
+        let scope = Scope::Ids(vec![id, HookId(999_999)]);
+        let r = replay(&store, &scope, 50_000, true, u64::MAX, |_| {}).unwrap();
+        assert_eq!((r.matched, r.revived), (1, 0));
+        assert_eq!(counts(&store), (10, 0), "a dry run changes nothing");
+        let r = replay(&store, &scope, 50_000, false, u64::MAX, |_| {}).unwrap();
+        assert_eq!((r.matched, r.revived), (1, 1));
+        assert_eq!(counts(&store), (9, 1));
+        let again = replay(&store, &scope, 50_000, false, u64::MAX, |_| {}).unwrap();
+        assert_eq!(again.matched, 0, "a revived row is not dead any more");
+
+        // By range: dead-lettered in [12s, 15s) = rows 2, 3, 4.
+        let range = Scope::Range {
+            from: 12_000,
+            to: 15_000,
+            tenant: None,
+        };
+        let r = replay(&store, &range, 50_000, true, u64::MAX, |_| {}).unwrap();
+        assert_eq!(r.matched, 3);
+        let r = replay(&store, &range, 50_000, false, u64::MAX, |_| {}).unwrap();
+        assert_eq!(r.revived, 3);
+        assert_eq!(counts(&store), (6, 4));
+
+        // By tenant: b's remaining dead rows (b had 5, one went in the range).
+        let ord_b = ankusa_store::tenants::ord_of(&store, "b").unwrap().unwrap();
+        let r = replay(
+            &store,
+            &Scope::Tenant(ord_b),
+            50_000,
+            true,
+            u64::MAX,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(r.matched, 4);
+        // The limit caps what one call does.
+        let r = replay(&store, &Scope::Tenant(ord_b), 50_000, false, 3, |_| {}).unwrap();
+        assert_eq!(r.revived, 3);
+        assert_eq!(counts(&store), (3, 7));
+        assert_checks(&store);
+    }
+}
