@@ -178,6 +178,16 @@ pub enum BenchCommand {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// The dispatch tick's read side (active tenants, their head rows, the
+    /// fair scheduler's plan; no claim, no delivery) across queue sizes and
+    /// tenant counts. Same grid and pass rule as `bench gauges`.
+    DispatchTick {
+        /// A grid small enough for CI.
+        #[arg(long)]
+        quick: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Rows per second of the format 2 -> 3 migration, and linearity in rows.
     Migrate {
         #[arg(long)]
@@ -229,6 +239,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tenants(c) => tenants_cmd::run(c),
         Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
             crate::bench::gauges::run(quick, json, dir)
+        }
+        Command::Bench(BenchCommand::DispatchTick { quick, json }) => {
+            crate::bench::dispatch_tick::run(quick, json)
         }
         Command::Bench(BenchCommand::Migrate { quick, json, dir }) => {
             crate::bench::migrate::run(quick, json, dir)
