@@ -214,7 +214,7 @@ fn build(store: &Store, rows: u64, tenants: u32, now: u64, rng: &mut Rng) -> Res
                     let f = transitions::claim(&mut b, &row);
                     let mut d = DeliveryRow::new(ord, row.size);
                     d.record(now, 503, "unavailable");
-                    if t % 2 == 0 {
+                    if t.is_multiple_of(2) {
                         transitions::retry(&mut b, &f, &d, now + 86_400_000);
                     } else {
                         transitions::dead_letter(&mut b, &f, &d, now, "bench");

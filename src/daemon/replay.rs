@@ -230,8 +230,8 @@ mod tests {
     fn store_with_dead(store: &Store, per: u64) -> Vec<(String, u64)> {
         let mut alloc = TenantAllocator::load(store, 100).unwrap();
         let mut out = Vec::new();
-        let mut seq = store.next_seq().unwrap();
-        for i in 0..per * 2 {
+        let first = store.next_seq().unwrap();
+        for (seq, i) in (first..).zip(0..per * 2) {
             let tenant = if i % 2 == 0 { "a" } else { "b" };
             let env = Envelope {
                 received_at: 1_000,
@@ -263,7 +263,6 @@ mod tests {
             store.commit(b, true).unwrap();
             alloc.committed(res);
             out.push((tenant.to_owned(), seq));
-            seq += 1;
         }
         out
     }
