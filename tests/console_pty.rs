@@ -3,7 +3,8 @@
 //! navigates to a tenant and its DLQ, shows the right numbers, quits, and
 //! leaves the terminal restored; and in FOLLOW mode it sees rows that a
 //! concurrently running writer (this test process, holding the primary)
-//! adds.
+//! adds; and on a format 2 store it runs the guided migration (backup, dry
+//! run, typed confirmation, steps, check) and opens the migrated store.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -363,4 +364,36 @@ fn not_a_terminal_points_at_the_json_commands() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ankusa tenants list --json"), "{err}");
+}
+
+#[test]
+fn the_guided_migration_runs_in_the_real_console_and_opens_the_migrated_store() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    {
+        let s = Store::create_v2(&dir).expect("v2 store");
+        let spec = ankusa_store::fixture::FixtureSpec::new(30, 20_000, 3, 1_700_000_000_000);
+        ankusa_store::fixture::write_v2(&s, &spec, |_, _| {}).expect("v2 fixture");
+    }
+    let path = dir.to_str().expect("utf-8 path");
+    let mut c = Console::spawn(&["console", "--store", path], &[], 100, 30);
+    c.wait_for(&["MIGRATION NEEDED", "format 2", "Guided upgrade"]);
+    c.send("b");
+    c.wait_for(&["written to", ".backup-"]);
+    c.send("n");
+    c.wait_for(&["rows to move"]);
+    c.send("M");
+    c.wait_for(&["Type \"migrate\""]);
+    c.send("migrate\r");
+    // Steps, then the check by itself.
+    c.wait_for(&["OK:", "Enter opens the migrated store"]);
+    assert!(c.screen().contains("100%"), "{}", c.screen());
+    c.send("\r");
+    c.wait_for(&["READ-ONLY", "format 3", "Overview (node counters)"]);
+    c.send("q");
+    let st = c.wait_exit();
+    assert!(st.success(), "exit status {st:?}");
+    c.assert_restored();
+    let s = Store::open_read_only(&dir).expect("a format 3 store");
+    assert!(ankusa_store::check::run(&s, |_, _| {}).expect("check").ok());
 }

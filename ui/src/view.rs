@@ -880,7 +880,7 @@ fn migration(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Guide::Checking => Line::from("   c  4 check      folding every family…"),
             Guide::Checked(r) if r.ok() => Line::from(Span::styled(
                 format!(
-                    "   c  4 check      OK: {} tenants, {} due, {} inflight, {} dead rows. Enter opens the store.",
+                    "   c  4 check      OK: {} tenants, {} due, {} inflight, {} dead rows",
                     num(r.tenants as i64),
                     num(r.due_rows as i64),
                     num(r.inflight_rows as i64),
@@ -899,6 +899,12 @@ fn migration(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             _ => Line::from("   c  4 check      runs after the migration"),
         };
         lines.push(check);
+        if matches!(&m.guide, Guide::Checked(r) if r.ok()) {
+            lines.push(Line::from(Span::styled(
+                "  Enter opens the migrated store.",
+                theme.title(),
+            )));
+        }
         if let Guide::Failed(e) = &m.guide {
             lines.push(Line::from(Span::styled(
                 format!("  Failed: {e}"),
