@@ -343,7 +343,7 @@ fn merging_writer(
             std::thread::sleep(due_at - now_i);
         }
         let mut b = Batch::new();
-        if n % 2 == 0 || queue.is_empty() {
+        if n.is_multiple_of(2) || queue.is_empty() {
             let env = Envelope {
                 received_at: ankusa_store::system_now_ms(),
                 source_id: "bench".into(),
