@@ -113,6 +113,6 @@ mod tests {
                 vec!["bbb".into(), "1234".into()],
             ],
         );
-        assert_eq!(t, "tenant  pending\na          5\nbbb     1234\n");
+        assert_eq!(t, "tenant  pending\na             5\nbbb        1234\n");
     }
 }

@@ -21,7 +21,7 @@ use ankusa_store::tenants::TenantAllocator;
 use ankusa_store::transitions::{self, IngestHook};
 use ankusa_store::values::DeliveryRow;
 use ankusa_store::{queries, Batch, Envelope, Store};
-use color_eyre::eyre::{Result, WrapErr};
+use color_eyre::eyre::Result;
 use serde::Serialize;
 
 use crate::cli::print_json;
@@ -61,20 +61,7 @@ struct Report {
 }
 
 pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
-    let tmp;
-    let base = match dir {
-        Some(d) => {
-            std::fs::create_dir_all(&d)
-                .wrap_err_with(|| format!("cannot create {}", d.display()))?;
-            d
-        }
-        None => {
-            tmp = tempfile::Builder::new()
-                .prefix("ankusa-bench-gauges")
-                .tempdir()?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (_tmp, base) = super::work_dir(dir, "ankusa-bench-gauges")?;
     let (ticks, rounds) = if quick { (300, 3) } else { (1000, 3) };
     let mut grid: Vec<(&'static str, u64, u32)> = Vec::new();
     let row_axis: &[u64] = if quick {

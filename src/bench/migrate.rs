@@ -14,7 +14,7 @@ use std::time::Instant;
 use ankusa_store::fixture::{self, FixtureSpec};
 use ankusa_store::migrate::Migration;
 use ankusa_store::{check, Store};
-use color_eyre::eyre::{bail, Result, WrapErr};
+use color_eyre::eyre::{bail, Result};
 use serde::Serialize;
 
 use crate::cli::print_json;
@@ -41,20 +41,7 @@ struct Report {
 }
 
 pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
-    let tmp;
-    let base = match dir {
-        Some(d) => {
-            std::fs::create_dir_all(&d)
-                .wrap_err_with(|| format!("cannot create {}", d.display()))?;
-            d
-        }
-        None => {
-            tmp = tempfile::Builder::new()
-                .prefix("ankusa-bench-migrate")
-                .tempdir()?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (_tmp, base) = super::work_dir(dir, "ankusa-bench-migrate")?;
     let sizes: [u64; 2] = if quick {
         [10_000, 100_000]
     } else {

@@ -31,6 +31,28 @@ pub fn fairness(quick: bool, json: bool, scenarios: Option<PathBuf>) -> Result<E
     })
 }
 
+/// Where a bench builds its stores: `dir` when given (kept afterwards, so
+/// fixtures can be inspected), else a temporary directory removed when the
+/// returned guard drops.
+pub fn work_dir(
+    dir: Option<PathBuf>,
+    prefix: &str,
+) -> Result<(Option<tempfile::TempDir>, PathBuf)> {
+    use color_eyre::eyre::WrapErr;
+    match dir {
+        Some(d) => {
+            std::fs::create_dir_all(&d)
+                .wrap_err_with(|| format!("cannot create {}", d.display()))?;
+            Ok((None, d))
+        }
+        None => {
+            let tmp = tempfile::Builder::new().prefix(prefix).tempdir()?;
+            let path = tmp.path().to_path_buf();
+            Ok((Some(tmp), path))
+        }
+    }
+}
+
 /// The `p`-th percentile (0..=100) of a sample, by nearest rank.
 pub fn percentile(samples: &mut [f64], p: f64) -> f64 {
     if samples.is_empty() {

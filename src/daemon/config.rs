@@ -666,10 +666,10 @@ fn check_source(
     let mut sinks = s.sinks;
     for (i, sink) in sinks.iter_mut().enumerate() {
         if let Some(Secret(sec)) = &sink.signing_secret {
-            sink.signing_key = Some(
-                crate::daemon::signature::decode_secret(sec)
-                    .map_err(|m| format!("source `{id}`: sources.sinks[{i}].signing_secret: {m}"))?,
-            );
+            sink.signing_key =
+                Some(crate::daemon::signature::decode_secret(sec).map_err(|m| {
+                    format!("source `{id}`: sources.sinks[{i}].signing_secret: {m}")
+                })?);
         }
         let url = reqwest::Url::parse(&sink.url)
             .map_err(|e| format!("source `{id}`: sources.sinks[{i}].url `{}`: {e}", sink.url))?;

@@ -103,6 +103,47 @@ fn tenant_name(i: u32) -> String {
     }
 }
 
+/// Picks the tenant of each hook: every tenant once first (so ordinals follow
+/// name order), then Zipf-like weights (s = 1.1) over tenants 2.., with
+/// `default` and the dead-only tenant given fixed small shares, so tenant
+/// sizes are skewed.
+struct TenantPicker {
+    cdf: Vec<f64>,
+    unseen: u32,
+}
+
+impl TenantPicker {
+    fn new(spec: &FixtureSpec) -> Result<Self> {
+        if spec.tenants < 2 {
+            return Err(StoreError::InvalidTenant(
+                "a fixture needs at least 2 tenants (default and dead-only)".into(),
+            ));
+        }
+        let mut cdf = Vec::with_capacity(spec.tenants as usize);
+        let mut acc = 0.0f64;
+        for i in 0..spec.tenants as usize {
+            acc += match i {
+                0 => 0.05,
+                1 => 0.01,
+                _ => 1.0 / ((i - 1) as f64).powf(1.1),
+            };
+            cdf.push(acc);
+        }
+        Ok(Self { cdf, unseen: 0 })
+    }
+
+    fn next(&mut self, rng: &mut Rng) -> u32 {
+        let n = self.cdf.len() as u32;
+        if self.unseen < n {
+            self.unseen += 1;
+            return self.unseen - 1;
+        }
+        let total = self.cdf.last().copied().unwrap_or(1.0);
+        let x = rng.unit() * total;
+        (self.cdf.partition_point(|&c| c < x) as u32).min(n - 1)
+    }
+}
+
 /// Writes a fixture into `store` (normally fresh). `progress(rows_done,
 /// rows_total)` is called after every commit.
 pub fn write(
@@ -111,47 +152,20 @@ pub fn write(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<FixtureReport> {
     store.require_writable()?;
-    if spec.tenants < 2 {
-        return Err(StoreError::InvalidTenant(
-            "a fixture needs at least 2 tenants (default and dead-only)".into(),
-        ));
-    }
+    let mut picker = TenantPicker::new(spec)?;
     let mut rng = Rng::new(spec.seed);
-    // Zipf-like weights (s = 1.1) over tenants 2.., with `default` and the
-    // dead-only tenant given fixed small shares, so sizes are skewed.
-    let n = spec.tenants as usize;
-    let mut cdf = Vec::with_capacity(n);
-    let mut acc = 0.0f64;
-    for i in 0..n {
-        let w = match i {
-            0 => 0.05,
-            1 => 0.01,
-            _ => 1.0 / ((i - 1) as f64).powf(1.1),
-        };
-        acc += w;
-        cdf.push(acc);
-    }
     let mut alloc = TenantAllocator::load(store, u32::MAX - 1)?;
     let mut seq = store.next_seq()?;
     let mut rep = FixtureReport {
         tenants: spec.tenants,
         ..FixtureReport::default()
     };
-    // Every tenant appears once in the first batches so each gets an ordinal
-    // in name order, even the ones the Zipf draw rarely picks.
-    let mut unseen: u32 = 0;
 
     while rep.rows < spec.rows {
         let mut b = Batch::new();
         let mut hooks = Vec::with_capacity(spec.batch_hooks);
         while hooks.len() < spec.batch_hooks && rep.rows < spec.rows {
-            let ti = if unseen < spec.tenants {
-                unseen += 1;
-                unseen - 1
-            } else {
-                let x = rng.unit() * acc;
-                cdf.partition_point(|&c| c < x).min(n - 1) as u32
-            };
+            let ti = picker.next(&mut rng);
             let sinks: u16 = if rng.below(5) == 0 { 2 } else { 1 };
             let sinks = sinks
                 .min(u16::try_from(spec.rows - rep.rows).unwrap_or(u16::MAX))
@@ -274,43 +288,20 @@ pub fn write_v2(
     use crate::values::{encode_size, v2, DeadValue, HookId};
 
     store.require_writable()?;
-    if spec.tenants < 2 {
-        return Err(StoreError::InvalidTenant(
-            "a fixture needs at least 2 tenants (default and dead-only)".into(),
-        ));
-    }
+    let mut picker = TenantPicker::new(spec)?;
     let mut rng = Rng::new(spec.seed);
-    let n = spec.tenants as usize;
-    let mut cdf = Vec::with_capacity(n);
-    let mut acc = 0.0f64;
-    for i in 0..n {
-        let w = match i {
-            0 => 0.05,
-            1 => 0.01,
-            _ => 1.0 / ((i - 1) as f64).powf(1.1),
-        };
-        acc += w;
-        cdf.push(acc);
-    }
     let mut seq = store.next_seq()?;
     let mut rep = FixtureReport {
         tenants: spec.tenants,
         ..FixtureReport::default()
     };
-    let mut unseen: u32 = 0;
     let mut garbage_written = false;
     while rep.rows < spec.rows {
         let mut b = Batch::new();
         let mut hooks = 0;
         while hooks < spec.batch_hooks && rep.rows < spec.rows {
             hooks += 1;
-            let ti = if unseen < spec.tenants {
-                unseen += 1;
-                unseen - 1
-            } else {
-                let x = rng.unit() * acc;
-                cdf.partition_point(|&c| c < x).min(n - 1) as u32
-            };
+            let ti = picker.next(&mut rng);
             let sinks: u16 = if rng.below(5) == 0 { 2 } else { 1 };
             let sinks = sinks
                 .min(u16::try_from(spec.rows - rep.rows).unwrap_or(u16::MAX))

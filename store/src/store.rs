@@ -99,6 +99,17 @@ fn decode_u64_meta(b: &[u8], what: &'static str) -> Result<u64> {
     Ok(v)
 }
 
+/// Descriptors for the families a store has (whatever its format), with
+/// the one set of options.
+fn existing_descriptors(path: &Path) -> Result<Vec<rocksdb::ColumnFamilyDescriptor>> {
+    Ok(probe(path)?
+        .families
+        .iter()
+        .filter_map(|n| Family::from_name(n))
+        .map(schema::descriptor)
+        .collect())
+}
+
 /// Reads the format stamp and families of a store without taking its lock
 /// (a read-only open of the meta family only), so it works beside a daemon.
 pub fn probe(path: &Path) -> Result<Probe> {
@@ -232,13 +243,7 @@ impl Store {
     /// Opens whatever families a store has, read-only, whatever its format:
     /// for looking at a store before migrating it (dry-run, console).
     pub fn open_read_only_any_format(path: &Path) -> Result<Store> {
-        let p = probe(path)?;
-        let descriptors: Vec<_> = p
-            .families
-            .iter()
-            .filter_map(|n| Family::from_name(n))
-            .map(schema::descriptor)
-            .collect();
+        let descriptors = existing_descriptors(path)?;
         let db =
             DB::open_cf_descriptors_read_only(&schema::db_options(false), path, descriptors, false)
                 .map_err(|e| map_open_error(path, e))?;
@@ -262,13 +267,7 @@ impl Store {
                 ),
             });
         }
-        let p = probe(path)?;
-        let descriptors: Vec<_> = p
-            .families
-            .iter()
-            .filter_map(|n| Family::from_name(n))
-            .map(schema::descriptor)
-            .collect();
+        let descriptors = existing_descriptors(path)?;
         let mut o = schema::db_options(false);
         o.create_if_missing(false);
         let db =
