@@ -12,26 +12,21 @@
 //! gauges` no writer runs beside the ticks: the tick's own cost is what is
 //! compared.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use ankusa_fairness::{Config, Scheduler};
 use ankusa_store::fixture::Rng;
-use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
-use ankusa_store::values::DeliveryRow;
-use ankusa_store::{queries, Batch, Envelope, Store};
+use ankusa_store::Store;
 use color_eyre::eyre::Result;
 use serde::Serialize;
 
 use crate::cli::print_json;
 use crate::daemon::dispatch::{plan_tick, DispatchSettings};
 
+/// Active tenants per cell; the stores are built by `gauges::build`.
 const ACTIVE: u32 = 8;
-/// Active tenants' rows arrived within this window before "now".
-const BACKLOG_WINDOW_MS: u64 = 60_000;
 
 #[derive(Debug, Clone, Serialize)]
 struct Cell {
@@ -164,79 +159,6 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
     })
 }
 
-/// `rows` delivery rows over `tenants` tenants: the first 8 active (due
-/// within the backlog window), the others one row each, alternately
-/// retrying a day ahead or dead; stale markers cleaned as the dispatcher
-/// would have.
-fn build(store: &Store, rows: u64, tenants: u32, now: u64, rng: &mut Rng) -> Result<()> {
-    let mut alloc = TenantAllocator::load(store, u32::MAX - 1)?;
-    let mut seq = store.next_seq()?;
-    let inactive = tenants.saturating_sub(ACTIVE);
-    let active_rows = rows
-        .saturating_sub(u64::from(inactive))
-        .max(u64::from(ACTIVE));
-    let mut plan: Vec<(u32, bool)> = (0..inactive).map(|i| (ACTIVE + i, false)).collect();
-    plan.extend((0..active_rows).map(|i| ((i % u64::from(ACTIVE.min(tenants))) as u32, true)));
-    for chunk in plan.chunks(5000) {
-        let mut b = Batch::new();
-        let envs: Vec<Envelope> = chunk
-            .iter()
-            .map(|&(t, active)| Envelope {
-                received_at: if active {
-                    now - rng.below(BACKLOG_WINDOW_MS)
-                } else {
-                    now - 1000
-                },
-                source_id: "bench".into(),
-                tenant: format!("t{t:06}"),
-                idempotency_key: None,
-                headers: Vec::new(),
-                body: vec![b'x'; 64],
-            })
-            .collect();
-        let res = alloc.resolve(store, envs.iter().map(|e| e.tenant.as_str()), &mut b)?;
-        for (env, &(t, active)) in envs.iter().zip(chunk) {
-            let ord = res.ord(&env.tenant, alloc.max())?;
-            let due = transitions::ingest(
-                &mut b,
-                &IngestHook {
-                    seq,
-                    ord,
-                    envelope: env,
-                    sinks: 1,
-                    archive: false,
-                    dedupe_expires_at: None,
-                },
-            );
-            seq += 1;
-            if !active {
-                for row in due {
-                    let f = transitions::claim(&mut b, &row);
-                    let mut d = DeliveryRow::new(ord, row.size);
-                    d.record(now, 503, "unavailable");
-                    if t.is_multiple_of(2) {
-                        transitions::retry(&mut b, &f, &d, now + 86_400_000);
-                    } else {
-                        transitions::dead_letter(&mut b, &f, &d, now, "bench");
-                    }
-                }
-            }
-        }
-        store.commit(b, false)?;
-        alloc.committed(res);
-    }
-    let (_, markers) = queries::active_markers(store, now, usize::MAX)?;
-    let mut by: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for (o, b) in markers {
-        by.entry(o).or_default().push(b);
-    }
-    for (o, bs) in by {
-        transitions::cleanup_markers(store, o, &bs, now)?;
-    }
-    store.flush()?;
-    Ok(())
-}
-
 fn measure_cell(
     path: &Path,
     axis: &'static str,
@@ -249,7 +171,7 @@ fn measure_cell(
     let now = ankusa_store::system_now_ms();
     let mut rng = Rng::new(rows ^ u64::from(tenants));
     let started = Instant::now();
-    build(&store, rows, tenants, now, &mut rng)?;
+    super::gauges::build(&store, rows, tenants, now, &mut rng)?;
     let build_s = started.elapsed().as_secs_f64();
     let settings = DispatchSettings::default();
     let mut sched = Scheduler::new(Config::default());

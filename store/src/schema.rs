@@ -108,6 +108,11 @@ pub fn family_options(f: Family) -> Options {
         Family::Index => {
             o.set_compression_type(DBCompressionType::None);
             o.set_write_buffer_size(16 << 20);
+            // A queue index is mostly deletes (every row is put, then moved
+            // or removed), and scans step over tombstones until compaction
+            // drops them: compact files where half of any 10,000 consecutive
+            // entries are deletes.
+            o.add_compact_on_deletion_collector_factory(10_000, 5_000, 0.5);
         }
         Family::Counters => {
             // A small buffer flushes often, and a flush collapses the

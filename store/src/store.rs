@@ -470,6 +470,13 @@ impl Store {
         Ok(())
     }
 
+    /// Compacts a whole family (benches and maintenance; blocks until done).
+    pub fn compact(&self, f: Family) -> Result<()> {
+        self.require_writable()?;
+        self.db.compact_range_cf(self.cf(f)?, None::<&[u8]>, None::<&[u8]>);
+        Ok(())
+    }
+
     /// Flushes the memtables of the families this store has (a format 2
     /// store lacks some).
     pub fn flush_existing(&self) -> Result<()> {
