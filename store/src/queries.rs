@@ -17,7 +17,7 @@ use crate::keys::{self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, D
 use crate::rows::{DeadRow, DueRow};
 use crate::schema::Family;
 use crate::store::{Dir, Store};
-use crate::values::{DeadValue, DedupeValue, DeliveryRow, Envelope};
+use crate::values::{ArchiveValue, DeadValue, DedupeValue, DeliveryRow, Envelope};
 
 /// Counters of one ordinal: six point reads (ord 0 is the node).
 pub fn counters(store: &Store, ord: u32) -> Result<Counters> {
@@ -472,5 +472,97 @@ pub fn dedupe(store: &Store, tenant: &str, key: &str, now: u64) -> Result<Option
             Ok((v.expires_at > now).then_some(v))
         }
         None => Ok(None),
+    }
+}
+
+/// Unsettled archive obligations with `seq > after_seq` (all when `None`),
+/// in seq order, at most `limit`: one bounded forward scan of the `a` keys.
+/// The archiver resumes from the last seq it settled, so settled (deleted)
+/// obligations behind it are never walked again.
+pub fn archive_obligations(
+    store: &Store,
+    after_seq: Option<u64>,
+    limit: usize,
+) -> Result<Vec<(u64, ArchiveValue)>> {
+    let (mut lo, hi) = bounds::family(prefix::ARCHIVE);
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    if let Some(after) = after_seq {
+        // Nothing sorts after `a u64::MAX` inside the family.
+        let Some(start) = after.checked_add(1) else {
+            return Ok(out);
+        };
+        lo.extend_from_slice(&start.to_be_bytes());
+    }
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        let seq = keys::decode_seq_key(k, prefix::ARCHIVE, "archive key")?;
+        out.push((seq, ArchiveValue::decode(v)?));
+        Ok(if out.len() >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Batch;
+    use crate::transitions::{self, IngestHook};
+
+    fn ingest(store: &Store, seq: u64, archive: bool) {
+        let env = Envelope {
+            received_at: 1_000,
+            source_id: "s".into(),
+            tenant: "t".into(),
+            idempotency_key: None,
+            headers: vec![],
+            body: vec![1, 2, 3],
+        };
+        let mut b = Batch::new();
+        transitions::ingest(
+            &mut b,
+            &IngestHook {
+                seq,
+                ord: 1,
+                envelope: &env,
+                sinks: 1,
+                archive,
+                dedupe_expires_at: None,
+            },
+        );
+        store.commit(b, true).unwrap();
+    }
+
+    #[test]
+    fn archive_obligations_are_bounded_resumable_and_skip_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        for seq in 1..=6 {
+            // Even seqs carry no obligation.
+            ingest(&store, seq, seq % 2 == 1);
+        }
+        let all = archive_obligations(&store, None, 100).unwrap();
+        assert_eq!(all.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [1, 3, 5]);
+        assert!(all.iter().all(|(_, v)| v.ord == 1 && v.size > 0));
+        let first = archive_obligations(&store, None, 2).unwrap();
+        assert_eq!(first.len(), 2);
+        let rest = archive_obligations(&store, Some(3), 100).unwrap();
+        assert_eq!(rest.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [5]);
+        assert!(archive_obligations(&store, Some(u64::MAX), 10)
+            .unwrap()
+            .is_empty());
+        assert!(archive_obligations(&store, None, 0).unwrap().is_empty());
+
+        let mut b = Batch::new();
+        transitions::archive_settle(&mut b, 3, &all[1].1);
+        store.commit(b, true).unwrap();
+        let left = archive_obligations(&store, None, 100).unwrap();
+        assert_eq!(left.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [1, 5]);
+        assert_eq!(node_counters(&store).unwrap().archive_pending, 2);
     }
 }
