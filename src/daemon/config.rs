@@ -115,6 +115,8 @@ pub struct Config {
     pub tenants: TenantsSection,
     #[serde(default)]
     pub dispatch: DispatchSection,
+    /// Spanned so a cross-key error (`enabled` without `dir`) names its line.
+    pub archive: Option<Spanned<ArchiveSection>>,
     #[serde(default)]
     pub sources: Vec<Spanned<SourceConfig>>,
 }
@@ -166,6 +168,30 @@ impl Default for DispatchSection {
             reclaim_batch: default_reclaim_batch(),
         }
     }
+}
+
+/// `[archive]`: off by default. When on, every accepted hook is also
+/// appended to rolling gzip files of JSON lines in `dir`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveSection {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Archive directory; relative paths are relative to the config file.
+    pub dir: Option<PathBuf>,
+    /// Roll to a new file once the current one holds this many (compressed)
+    /// bytes.
+    #[serde(default = "default_archive_max_file_bytes")]
+    pub max_file_bytes: Int<4096, { 64 * 1024 * MIB }>,
+    /// Roll to a new file once the current one is this old.
+    #[serde(default = "default_archive_max_file_age")]
+    pub max_file_age: Dur<1_000, { 7 * 86_400_000 }>,
+    /// How often the archiver looks for unsettled obligations.
+    #[serde(default = "default_archive_interval")]
+    pub interval: Dur<10, 3_600_000>,
+    /// Hooks appended (and settled) per synced write.
+    #[serde(default = "default_archive_batch")]
+    pub batch: Int<1, 100_000>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -410,6 +436,32 @@ fn default_reclaim_batch() -> Int<1, 100_000> {
     Int(1000)
 }
 
+impl Default for ArchiveSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            dir: None,
+            max_file_bytes: default_archive_max_file_bytes(),
+            max_file_age: default_archive_max_file_age(),
+            interval: default_archive_interval(),
+            batch: default_archive_batch(),
+        }
+    }
+}
+
+fn default_archive_max_file_bytes() -> Int<4096, { 64 * 1024 * MIB }> {
+    Int(64 * MIB)
+}
+fn default_archive_max_file_age() -> Dur<1_000, { 7 * 86_400_000 }> {
+    Dur(Duration::from_secs(3600))
+}
+fn default_archive_interval() -> Dur<10, 3_600_000> {
+    Dur(Duration::from_millis(200))
+}
+fn default_archive_batch() -> Int<1, 100_000> {
+    Int(1000)
+}
+
 fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let s = String::deserialize(d)?;
     s.parse().map_err(|_| {
@@ -474,6 +526,8 @@ pub struct WriterSettings {
     pub sweep_interval: Duration,
     pub sweep_batch: usize,
     pub tenants_max: u32,
+    /// Record an archive obligation with every accepted hook.
+    pub archive: bool,
 }
 
 /// Everything the daemon needs, checked.
@@ -489,6 +543,7 @@ pub struct Settings {
     pub metrics: bool,
     pub writer: WriterSettings,
     pub dispatch: crate::daemon::dispatch::DispatchSettings,
+    pub archive: crate::daemon::archive::ArchiveSettings,
     pub sources: Vec<Source>,
 }
 
@@ -533,6 +588,10 @@ impl Settings {
         } else {
             base.join(cfg.store.path)
         };
+        let archive = match &cfg.archive {
+            Some(a) => check_archive(a.get_ref(), base).map_err(|m| err(a.span(), m))?,
+            None => check_archive(&ArchiveSection::default(), base).map_err(ConfigError)?,
+        };
         let w = cfg.writer;
         let d = cfg.dispatch;
         let dispatch = crate::daemon::dispatch::DispatchSettings {
@@ -568,8 +627,10 @@ impl Settings {
                 sweep_interval: cfg.ingest.dedupe_sweep_interval.0,
                 sweep_batch: to_usize(cfg.ingest.dedupe_sweep_batch.0),
                 tenants_max: u32::try_from(cfg.tenants.max.0).unwrap_or(u32::MAX - 1),
+                archive: archive.enabled,
             },
             dispatch,
+            archive,
             sources,
         })
     }
@@ -582,6 +643,36 @@ impl Settings {
             .max()
             .unwrap_or(self.max_body)
     }
+}
+
+/// `dir` is required only when the archive is on: an obligation nobody can
+/// settle would keep every hook forever.
+fn check_archive(
+    a: &ArchiveSection,
+    base: &Path,
+) -> Result<crate::daemon::archive::ArchiveSettings, String> {
+    let dir = match (&a.dir, a.enabled) {
+        (Some(d), _) if d.as_os_str().is_empty() => {
+            return Err("archive.dir must not be empty".into())
+        }
+        (Some(d), _) if d.is_absolute() => d.clone(),
+        (Some(d), _) => base.join(d),
+        (None, true) => {
+            return Err(
+                "archive.enabled = true needs archive.dir (the directory the archive files go to)"
+                    .into(),
+            )
+        }
+        (None, false) => PathBuf::new(),
+    };
+    Ok(crate::daemon::archive::ArchiveSettings {
+        enabled: a.enabled,
+        dir,
+        max_file_bytes: a.max_file_bytes.0,
+        max_file_age: a.max_file_age.0,
+        interval: a.interval.0,
+        batch: to_usize(a.batch.0),
+    })
 }
 
 fn to_usize(v: u64) -> usize {
@@ -786,6 +877,33 @@ url = "http://127.0.0.1:9000/hooks"
         assert_eq!(s.writer.tenants_max, 1_000_000);
         assert_eq!(s.sources[0].tenant, TenantRule::Fixed("default".into()));
         assert_eq!(s.sources[0].sinks.len(), 1);
+        assert!(!s.archive.enabled);
+        assert!(!s.writer.archive);
+    }
+
+    #[test]
+    fn the_archive_needs_a_dir_and_checks_its_ranges() {
+        let on = MINIMAL.replace(
+            "[[sources]]",
+            "[archive]\nenabled = true\ndir = \"arch\"\nmax_file_age = \"10m\"\n\n[[sources]]",
+        );
+        let s = parse(&on).unwrap();
+        assert!(s.archive.enabled && s.writer.archive);
+        assert_eq!(s.archive.dir, PathBuf::from("/etc/ankusa/arch"));
+        assert_eq!(s.archive.max_file_age, Duration::from_secs(600));
+        assert_eq!(s.archive.max_file_bytes, 64 * 1024 * 1024);
+
+        let no_dir = MINIMAL.replace("[[sources]]", "[archive]\nenabled = true\n\n[[sources]]");
+        let e = parse(&no_dir).unwrap_err().to_string();
+        assert!(e.contains("archive.dir"), "{e}");
+        assert!(e.contains("line 5"), "{e}");
+
+        let small = MINIMAL.replace(
+            "[[sources]]",
+            "[archive]\nenabled = true\ndir = \"a\"\nmax_file_bytes = 10\n\n[[sources]]",
+        );
+        let e = parse(&small).unwrap_err().to_string();
+        assert!(e.contains("max_file_bytes") && e.contains("line 8"), "{e}");
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub struct Metrics {
     pub tenants_allocated: AtomicU64,
     /// The dispatcher's and the delivery workers' counters (issue 4).
     pub dispatch: crate::daemon::dispatch::DispatchMetrics,
+    /// The archiver's counters.
+    pub archive: crate::daemon::archive::ArchiveMetrics,
 }
 
 impl Metrics {
@@ -201,6 +203,7 @@ impl Metrics {
             r(&self.tenants_allocated),
         );
         self.dispatch.render(&mut out);
+        self.archive.render(&mut out);
         out
     }
 }

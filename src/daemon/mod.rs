@@ -27,8 +27,12 @@
 //!   after the writer has stopped it gives deliveries in flight
 //!   `dispatch.drain_timeout` to finish; rows still inflight then are
 //!   returned to due by the next boot.
+//! - The archiver ([`archive`]) starts beside dispatch when
+//!   `archive.enabled` and stops with the signal; an unsettled obligation
+//!   is simply picked up by the next boot.
 //! - The admin API is a later part, started the same way.
 
+pub mod archive;
 pub mod clock;
 pub mod config;
 pub mod delivery;
@@ -204,6 +208,7 @@ impl Daemon {
             .iter()
             .map(|s| (s.id.clone(), Arc::new(s.clone())))
             .collect::<HashMap<_, _>>();
+        let clock_for_archive = clock.clone();
         let state = Arc::new(ingest::AppState {
             sources,
             writer: handle,
@@ -226,6 +231,15 @@ impl Daemon {
             let _ = stop_tx.send(true);
         });
         let dispatch = dispatcher.map(|d| d.start(stop_rx.clone()));
+        let archiver = settings.archive.enabled.then(|| {
+            let a = archive::Archiver::new(
+                store.clone(),
+                clock_for_archive.clone(),
+                settings.archive.clone(),
+                metrics.clone(),
+            );
+            archive::start(a, stop_rx.clone())
+        });
         let mut graceful = stop_rx.clone();
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = graceful.wait_for(|s| *s).await;
@@ -263,6 +277,9 @@ impl Daemon {
         }
         if let Some(d) = dispatch {
             d.shutdown().await;
+        }
+        if let Some(a) = archiver {
+            a.shutdown().await;
         }
         drop(store);
         let m = &metrics;

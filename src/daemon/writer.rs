@@ -324,7 +324,7 @@ impl Writer {
                     ord,
                     envelope: env,
                     sinks: job.sinks,
-                    archive: false,
+                    archive: self.settings.archive,
                     dedupe_expires_at: env
                         .idempotency_key
                         .as_ref()
@@ -428,6 +428,7 @@ mod tests {
             sweep_interval: Duration::from_secs(3600),
             sweep_batch: 2,
             tenants_max: 2,
+            archive: false,
         }
     }
 
