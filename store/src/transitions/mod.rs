@@ -641,30 +641,50 @@ pub fn reclaim_pass(store: &Store, limit: usize) -> Result<u64> {
     })?;
     let mut b = Batch::new();
     let mut reclaimed = 0;
+    let mut still_owed = Vec::new();
     for seq in seqs {
-        let (dlo, dhi) = bounds::deliveries_of(seq);
-        let mut owed = false;
-        store.scan(Family::Deliveries, &dlo, &dhi, Dir::Forward, |_, _| {
-            owed = true;
-            Ok(ControlFlow::Break(()))
-        })?;
-        if !owed
-            && store
-                .get(Family::Index, &enc::seq_key(prefix::ARCHIVE, seq))?
-                .is_some()
-        {
-            owed = true;
-        }
-        if owed {
-            // A remaining row puts a fresh marker when it goes.
+        if owed(store, seq)? {
+            // A remaining row (or the archive settle) puts a fresh marker
+            // when it goes; the verify below covers one that went meanwhile.
             b.delete(Family::Index, enc::seq_key(prefix::CLEARED, seq));
+            still_owed.push(seq);
         } else {
             reclaim(&mut b, seq);
             reclaimed += 1;
         }
     }
     store.commit(b, false)?;
+    // Delete-then-verify: the owner that released a hook between our read
+    // and our commit put its marker *before* our delete, which just erased
+    // it. A hook whose marker is gone must have one while nothing owes it,
+    // or it is never reclaimed; so re-check after the delete and put the
+    // marker back. An owner releasing after this check puts its own.
+    let mut restore = Batch::new();
+    for seq in still_owed {
+        if !owed(store, seq)? {
+            restore.put(
+                Family::Index,
+                enc::seq_key(prefix::CLEARED, seq),
+                Vec::new(),
+            );
+        }
+    }
+    store.commit(restore, false)?;
     Ok(reclaimed)
+}
+
+/// Whether a delivery row or an archive obligation still owes hook `seq`.
+fn owed(store: &Store, seq: u64) -> Result<bool> {
+    let (dlo, dhi) = bounds::deliveries_of(seq);
+    let mut owed = false;
+    store.scan(Family::Deliveries, &dlo, &dhi, Dir::Forward, |_, _| {
+        owed = true;
+        Ok(ControlFlow::Break(()))
+    })?;
+    Ok(owed
+        || store
+            .get(Family::Index, &enc::seq_key(prefix::ARCHIVE, seq))?
+            .is_some())
 }
 
 #[cfg(test)]
