@@ -199,16 +199,17 @@ fn print_report(r: &Report) {
 }
 
 /// The real daemon on its own runtime and threads (as it would be in its
-/// own process), with its batch sizes recorded.
-struct BenchDaemon {
-    addr: SocketAddr,
+/// own process), with its batch sizes recorded. Also used by `bench
+/// dispatch-tick` for its end-to-end delivery rate.
+pub(super) struct BenchDaemon {
+    pub(super) addr: SocketAddr,
     log: Arc<Mutex<Vec<usize>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<ExitCode>>>,
 }
 
 impl BenchDaemon {
-    fn start(settings: Settings) -> Result<BenchDaemon> {
+    pub(super) fn start(settings: Settings) -> Result<BenchDaemon> {
         let mut daemon = Daemon::boot(settings, Arc::new(SystemClock))?;
         let log = daemon.log_batches();
         daemon.quiet();
@@ -250,7 +251,7 @@ impl BenchDaemon {
         Ok(log.get(skip..).map(<[usize]>::to_vec).unwrap_or_default())
     }
 
-    fn stop(mut self) -> Result<()> {
+    pub(super) fn stop(mut self) -> Result<()> {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -273,7 +274,7 @@ impl BenchDaemon {
 /// client library: client and daemon share this machine's cores, and a
 /// benchmark of the daemon should spend as little of them on the client as
 /// a load generator like `wrk` would.
-async fn drive(addr: SocketAddr, total: u64, clients: usize) -> Result<(Vec<f64>, u64)> {
+pub(super) async fn drive(addr: SocketAddr, total: u64, clients: usize) -> Result<(Vec<f64>, u64)> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
