@@ -54,7 +54,13 @@ async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
         .await
         .unwrap();
     text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok())
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
         .map_or(0, |v| v as u64)
 }
 
@@ -65,7 +71,10 @@ async fn wait_metric(c: &reqwest::Client, d: &Daemon, name: &str, want: u64) {
         if v >= want {
             return;
         }
-        assert!(Instant::now() < deadline, "{name} stuck at {v}, want {want}");
+        assert!(
+            Instant::now() < deadline,
+            "{name} stuck at {v}, want {want}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -168,9 +177,14 @@ async fn archived_hooks_are_in_the_files_settled_and_reclaimed() {
     {
         let s = Store::open_read_only(&store).unwrap();
         for id in &ids {
-            assert!(queries::hook(&s, seq_of(id)).unwrap().is_none(), "{id} not reclaimed");
+            assert!(
+                queries::hook(&s, seq_of(id)).unwrap().is_none(),
+                "{id} not reclaimed"
+            );
         }
-        assert!(queries::archive_obligations(&s, None, 10).unwrap().is_empty());
+        assert!(queries::archive_obligations(&s, None, 10)
+            .unwrap()
+            .is_empty());
         let rep = ankusa_store::check::run(&s, |_, _| {}).unwrap();
         assert!(rep.ok(), "{:#?}", rep.mismatches);
     }
@@ -208,7 +222,10 @@ async fn an_unwritable_archive_delivers_but_never_reclaims() {
     {
         let s = Store::open_read_only(&store).unwrap();
         for id in &ids {
-            assert!(queries::hook(&s, seq_of(id)).unwrap().is_some(), "{id} reclaimed");
+            assert!(
+                queries::hook(&s, seq_of(id)).unwrap().is_some(),
+                "{id} reclaimed"
+            );
         }
         let rep = ankusa_store::check::run(&s, |_, _| {}).unwrap();
         assert!(rep.ok(), "{:#?}", rep.mismatches);
@@ -231,6 +248,8 @@ async fn with_the_archive_off_no_obligation_is_written() {
     let store = dir.path().join("store");
     assert_eq!(node(&store).archive_pending, 0);
     let s = Store::open_read_only(&store).unwrap();
-    assert!(queries::archive_obligations(&s, None, 10).unwrap().is_empty());
+    assert!(queries::archive_obligations(&s, None, 10)
+        .unwrap()
+        .is_empty());
     assert!(!dir.path().join("arch").exists());
 }

@@ -231,9 +231,8 @@ impl Archiver {
             self.current = None;
         }
         if self.current.is_none() {
-            let opened = open_new(&self.settings.dir, now, first_seq).map_err(|(path, e)| {
-                ArchiveError::Write { path, source: e }
-            })?;
+            let opened = open_new(&self.settings.dir, now, first_seq)
+                .map_err(|(path, e)| ArchiveError::Write { path, source: e })?;
             self.metrics
                 .archive
                 .files_opened
@@ -275,8 +274,14 @@ fn open_new(dir: &Path, now_ms: u64, first_seq: u64) -> Result<OpenArchive, (Pat
     std::fs::create_dir_all(dir).map_err(|e| (dir.to_path_buf(), e))?;
     let mut n = 0u32;
     let (file, path) = loop {
-        let suffix = if n == 0 { String::new() } else { format!("-{n}") };
-        let path = dir.join(format!("hooks-{now_ms:013}-{first_seq:020}{suffix}.jsonl.gz"));
+        let suffix = if n == 0 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        let path = dir.join(format!(
+            "hooks-{now_ms:013}-{first_seq:020}{suffix}.jsonl.gz"
+        ));
         match OpenOptions::new().append(true).create_new(true).open(&path) {
             Ok(f) => break (f, path),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => n += 1,

@@ -651,20 +651,19 @@ fn check_archive(
     a: &ArchiveSection,
     base: &Path,
 ) -> Result<crate::daemon::archive::ArchiveSettings, String> {
-    let dir = match (&a.dir, a.enabled) {
-        (Some(d), _) if d.as_os_str().is_empty() => {
-            return Err("archive.dir must not be empty".into())
-        }
-        (Some(d), _) if d.is_absolute() => d.clone(),
-        (Some(d), _) => base.join(d),
-        (None, true) => {
-            return Err(
+    let dir =
+        match (&a.dir, a.enabled) {
+            (Some(d), _) if d.as_os_str().is_empty() => {
+                return Err("archive.dir must not be empty".into())
+            }
+            (Some(d), _) if d.is_absolute() => d.clone(),
+            (Some(d), _) => base.join(d),
+            (None, true) => return Err(
                 "archive.enabled = true needs archive.dir (the directory the archive files go to)"
                     .into(),
-            )
-        }
-        (None, false) => PathBuf::new(),
-    };
+            ),
+            (None, false) => PathBuf::new(),
+        };
     Ok(crate::daemon::archive::ArchiveSettings {
         enabled: a.enabled,
         dir,

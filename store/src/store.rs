@@ -473,7 +473,8 @@ impl Store {
     /// Compacts a whole family (benches and maintenance; blocks until done).
     pub fn compact(&self, f: Family) -> Result<()> {
         self.require_writable()?;
-        self.db.compact_range_cf(self.cf(f)?, None::<&[u8]>, None::<&[u8]>);
+        self.db
+            .compact_range_cf(self.cf(f)?, None::<&[u8]>, None::<&[u8]>);
         Ok(())
     }
 
