@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa_store::{queries, Store};
-use common::{client, config_dispatching, config_with, seq_of, store_check, write_config, Daemon};
+use common::{
+    client, config_dispatching, config_with, metric, seq_of, store_check, write_config, Daemon,
+};
 
 const FAST: &str = "tick = \"10ms\"\nreclaim_interval = \"20ms\"\ndrain_timeout = \"2s\"";
 
@@ -42,26 +44,6 @@ fn source(url: &str) -> String {
     format!(
         "[[sources]]\nid = \"shop\"\ntenant = \"acme\"\nforward_headers = [\"x-trace\"]\n\n[[sources.sinks]]\nurl = \"{url}\"\n"
     )
-}
-
-async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
-    let text = c
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(name)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(0, |v| v as u64)
 }
 
 async fn wait_metric(c: &reqwest::Client, d: &Daemon, name: &str, want: u64) {

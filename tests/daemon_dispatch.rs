@@ -27,7 +27,7 @@ use ankusa_store::{queries, Field, Store};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use common::{client, config_dispatching, seq_of, store_check, write_config, Daemon};
+use common::{client, config_dispatching, metric, seq_of, store_check, write_config, Daemon};
 
 /// One request a sink received.
 #[derive(Debug, Clone)]
@@ -141,27 +141,6 @@ fn source(id: &str, tenant: &str, url: &str, extra: &str) -> String {
     format!(
         "[[sources]]\nid = \"{id}\"\ntenant = \"{tenant}\"\n\n[[sources.sinks]]\nurl = \"{url}\"\n{extra}\n\n"
     )
-}
-
-/// Reads one counter from the daemon's `/metrics`.
-async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
-    let text = c
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(name)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(0, |v| v as u64)
 }
 
 /// Waits (bounded) until `cond` holds, polling.

@@ -56,11 +56,8 @@ struct Report {
     ticks: usize,
     rounds: usize,
     cells: Vec<Cell>,
-    fastest_ms: f64,
-    slowest_ms: f64,
-    ratio: f64,
-    pass: bool,
-    rule: &'static str,
+    #[serde(flatten)]
+    verdict: super::FlatRule,
     /// Reported only; not part of the pass rule.
     end_to_end: EndToEnd,
 }
@@ -82,23 +79,7 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
         .prefix("ankusa-bench-dispatch")
         .tempdir()?;
     let (ticks, rounds) = if quick { (300, 3) } else { (1000, 3) };
-    let mut grid: Vec<(&'static str, u64, u32)> = Vec::new();
-    let row_axis: &[u64] = if quick {
-        &[1_000, 10_000]
-    } else {
-        &[1_000, 10_000, 100_000, 1_000_000]
-    };
-    for &r in row_axis {
-        grid.push(("rows", r, 10));
-    }
-    let tenant_axis: &[u32] = if quick {
-        &[10, 1_000]
-    } else {
-        &[10, 1_000, 100_000]
-    };
-    for &t in tenant_axis {
-        grid.push(("tenants", (2 * u64::from(t)).max(10_000), t));
-    }
+    let grid = super::grid(quick);
     let mut cells = Vec::new();
     for (i, (axis, rows, tenants)) in grid.into_iter().enumerate() {
         let path = tmp.path().join(format!("cell-{i}"));
@@ -115,26 +96,17 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
         std::fs::remove_dir_all(&path).ok();
         cells.push(cell);
     }
-    let fastest = cells
-        .iter()
-        .map(|c| c.tick_ms)
-        .fold(f64::INFINITY, f64::min);
-    let slowest = cells.iter().map(|c| c.tick_ms).fold(0.0, f64::max);
-    let ratio = slowest / fastest.max(1.0);
-    let pass = ratio <= 2.0 && slowest < 50.0;
+    let verdict = super::FlatRule::judge(&cells.iter().map(|c| c.tick_ms).collect::<Vec<_>>());
     if !json {
         eprintln!("end to end: posting and delivering to a loopback sink ...");
     }
     let end_to_end = end_to_end(tmp.path(), if quick { 2_000 } else { 20_000 })?;
+    let exit = verdict.exit_code();
     let report = Report {
         quick,
         ticks,
         rounds,
-        fastest_ms: fastest,
-        slowest_ms: slowest,
-        ratio,
-        pass,
-        rule: "slowest <= 2 x max(fastest, 1 ms) and slowest < 50 ms",
+        verdict,
         cells,
         end_to_end,
     };
@@ -171,24 +143,14 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
                 &rows
             )
         );
-        println!(
-            "fastest {:.3} ms, slowest {:.3} ms, slowest / max(fastest, 1 ms) = {:.2}: {}",
-            report.fastest_ms,
-            report.slowest_ms,
-            report.ratio,
-            if report.pass { "PASS" } else { "FAIL" }
-        );
+        println!("{}", report.verdict.summary());
         let e = &report.end_to_end;
         println!(
             "end to end (reported, not judged): {} hooks delivered to a loopback sink in {:.2} s = {:.0} hooks/s (posting took {:.2} s, {} clients)",
             e.hooks, e.delivered_s, e.delivered_per_s, e.post_s, e.clients
         );
     }
-    Ok(if pass {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit)
 }
 
 fn measure_cell(

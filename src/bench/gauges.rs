@@ -53,33 +53,14 @@ struct Report {
     ticks: usize,
     rounds: usize,
     cells: Vec<Cell>,
-    fastest_ms: f64,
-    slowest_ms: f64,
-    ratio: f64,
-    pass: bool,
-    rule: &'static str,
+    #[serde(flatten)]
+    verdict: super::FlatRule,
 }
 
 pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
     let (_tmp, base) = super::work_dir(dir, "ankusa-bench-gauges")?;
     let (ticks, rounds) = if quick { (300, 3) } else { (1000, 3) };
-    let mut grid: Vec<(&'static str, u64, u32)> = Vec::new();
-    let row_axis: &[u64] = if quick {
-        &[1_000, 10_000]
-    } else {
-        &[1_000, 10_000, 100_000, 1_000_000]
-    };
-    for &r in row_axis {
-        grid.push(("rows", r, 10));
-    }
-    let tenant_axis: &[u32] = if quick {
-        &[10, 1_000]
-    } else {
-        &[10, 1_000, 100_000]
-    };
-    for &t in tenant_axis {
-        grid.push(("tenants", (2 * u64::from(t)).max(10_000), t));
-    }
+    let grid = super::grid(quick);
     let mut cells = Vec::new();
     for (i, (axis, rows, tenants)) in grid.into_iter().enumerate() {
         let path = base.join(format!("cell-{i}-{axis}-{rows}-{tenants}"));
@@ -99,22 +80,13 @@ pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
         std::fs::remove_dir_all(&path).ok();
         cells.push(cell);
     }
-    let fastest = cells
-        .iter()
-        .map(|c| c.tick_ms)
-        .fold(f64::INFINITY, f64::min);
-    let slowest = cells.iter().map(|c| c.tick_ms).fold(0.0, f64::max);
-    let ratio = slowest / fastest.max(1.0);
-    let pass = ratio <= 2.0 && slowest < 50.0;
+    let verdict = super::FlatRule::judge(&cells.iter().map(|c| c.tick_ms).collect::<Vec<_>>());
+    let exit = verdict.exit_code();
     let report = Report {
         quick,
         ticks,
         rounds,
-        fastest_ms: fastest,
-        slowest_ms: slowest,
-        ratio,
-        pass,
-        rule: "slowest <= 2 x max(fastest, 1 ms) and slowest < 50 ms",
+        verdict,
         cells,
     };
     if json {
@@ -122,11 +94,7 @@ pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
     } else {
         print_table(&report);
     }
-    Ok(if pass {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit)
 }
 
 fn print_table(r: &Report) {
@@ -160,13 +128,7 @@ fn print_table(r: &Report) {
             &rows
         )
     );
-    println!(
-        "fastest {:.3} ms, slowest {:.3} ms, slowest / max(fastest, 1 ms) = {:.2}: {}",
-        r.fastest_ms,
-        r.slowest_ms,
-        r.ratio,
-        if r.pass { "PASS" } else { "FAIL" }
-    );
+    println!("{}", r.verdict.summary());
 }
 
 fn tenant_name(i: u32) -> String {

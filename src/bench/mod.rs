@@ -31,6 +31,75 @@ pub fn fairness(quick: bool, json: bool, scenarios: Option<PathBuf>) -> Result<E
     })
 }
 
+/// The grid shared by `bench gauges` and `bench dispatch-tick`: queued rows
+/// 10^3..10^6 with 10 tenants, then 10, 10^3, 10^5 tenants (8 active) with
+/// at least 10^4 rows. `--quick` keeps the two smallest of each axis.
+pub fn grid(quick: bool) -> Vec<(&'static str, u64, u32)> {
+    let row_axis: &[u64] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    };
+    let tenant_axis: &[u32] = if quick {
+        &[10, 1_000]
+    } else {
+        &[10, 1_000, 100_000]
+    };
+    let mut g: Vec<(&'static str, u64, u32)> = row_axis.iter().map(|&r| ("rows", r, 10)).collect();
+    g.extend(
+        tenant_axis
+            .iter()
+            .map(|&t| ("tenants", (2 * u64::from(t)).max(10_000), t)),
+    );
+    g
+}
+
+/// The "does not grow" rule of the tick benches: the slowest cell within 2x
+/// of the fastest, the fastest counted as at least 1 ms (below that, a
+/// bigger store costs a little more per seek without growing with the
+/// queue), and the slowest under 50 ms.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct FlatRule {
+    pub fastest_ms: f64,
+    pub slowest_ms: f64,
+    pub ratio: f64,
+    pub pass: bool,
+    pub rule: &'static str,
+}
+
+impl FlatRule {
+    pub fn judge(cells_ms: &[f64]) -> Self {
+        let fastest = cells_ms.iter().copied().fold(f64::INFINITY, f64::min);
+        let slowest = cells_ms.iter().copied().fold(0.0, f64::max);
+        let ratio = slowest / fastest.max(1.0);
+        Self {
+            fastest_ms: fastest,
+            slowest_ms: slowest,
+            ratio,
+            pass: !cells_ms.is_empty() && ratio <= 2.0 && slowest < 50.0,
+            rule: "slowest <= 2 x max(fastest, 1 ms) and slowest < 50 ms",
+        }
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "fastest {:.3} ms, slowest {:.3} ms, slowest / max(fastest, 1 ms) = {:.2}: {}",
+            self.fastest_ms,
+            self.slowest_ms,
+            self.ratio,
+            if self.pass { "PASS" } else { "FAIL" }
+        )
+    }
+
+    pub fn exit_code(&self) -> ExitCode {
+        if self.pass {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Where a bench builds its stores: `dir` when given (kept afterwards, so
 /// fixtures can be inspected), else a temporary directory removed when the
 /// returned guard drops.
@@ -66,6 +135,28 @@ pub fn percentile(samples: &mut [f64], p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flat_rule_has_a_1ms_floor_and_a_50ms_ceiling() {
+        assert!(
+            FlatRule::judge(&[0.2, 0.4, 1.9]).pass,
+            "under the floor, 1.9 ms is within 2 x 1 ms"
+        );
+        assert!(!FlatRule::judge(&[0.2, 2.1]).pass);
+        assert!(FlatRule::judge(&[20.0, 39.0]).pass);
+        assert!(
+            !FlatRule::judge(&[30.0, 55.0]).pass,
+            "over 50 ms fails even within 2x"
+        );
+        assert!(!FlatRule::judge(&[]).pass, "no cells is not a pass");
+    }
+
+    #[test]
+    fn the_grid_has_both_axes() {
+        assert_eq!(grid(true).len(), 4);
+        assert_eq!(grid(false).len(), 7);
+        assert!(grid(false).contains(&("tenants", 200_000, 100_000)));
+    }
 
     #[test]
     fn percentile_by_nearest_rank() {

@@ -141,26 +141,7 @@ impl Store {
     /// when the directory holds no store.
     pub fn create_or_open(path: &Path) -> Result<Store> {
         if !path.join("CURRENT").exists() {
-            std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            let db = DB::open_cf_descriptors(
-                &schema::db_options(true),
-                path,
-                Family::ALL.map(schema::descriptor),
-            )
-            .map_err(|e| map_open_error(path, e))?;
-            let mut wo = WriteOptions::default();
-            wo.set_sync(true);
-            let mut wb = WriteBatch::default();
-            wb.put(meta::FORMAT, FORMAT.to_be_bytes());
-            db.write_opt(wb, &wo)?;
-            return Ok(Store {
-                db,
-                path: path.to_path_buf(),
-                mode: Mode::Primary,
-            });
+            return Self::create_stamped(path, &Family::ALL, FORMAT);
         }
         Self::open(path)
     }
@@ -218,6 +199,12 @@ impl Store {
                 ),
             });
         }
+        Self::create_stamped(path, &Family::V2, FORMAT_V2)
+    }
+
+    /// Creates a new store with `families`, stamped `format` in a synced
+    /// write before anyone can see it.
+    fn create_stamped(path: &Path, families: &[Family], format: u32) -> Result<Store> {
         std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,
@@ -225,13 +212,13 @@ impl Store {
         let db = DB::open_cf_descriptors(
             &schema::db_options(true),
             path,
-            Family::V2.map(schema::descriptor),
+            families.iter().map(|f| schema::descriptor(*f)),
         )
         .map_err(|e| map_open_error(path, e))?;
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
         let mut wb = WriteBatch::default();
-        wb.put(meta::FORMAT, FORMAT_V2.to_be_bytes());
+        wb.put(meta::FORMAT, format.to_be_bytes());
         db.write_opt(wb, &wo)?;
         Ok(Store {
             db,

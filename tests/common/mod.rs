@@ -207,3 +207,24 @@ pub fn now_s() -> u64 {
         .expect("clock")
         .as_secs()
 }
+
+/// Reads one counter from the daemon's `/metrics`.
+pub async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
+    let text = c
+        .get(format!("{}/metrics", d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map_or(0, |v| v as u64)
+}
