@@ -367,26 +367,61 @@ pub struct ActiveSummary {
     pub complete: bool,
 }
 
+/// A bounded walk of the active index: the first `limit` distinct tenants
+/// with a marker at or before `now`'s second (oldest first), walking at most
+/// `budget` markers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveWalk {
+    pub tenants: Vec<ActiveTenant>,
+    pub markers_walked: usize,
+    /// False when the walk stopped at the budget before finding `limit`
+    /// tenants or the end of the markers: more tenants may be active.
+    pub complete: bool,
+}
+
+/// See [`ActiveWalk`]. Unlike [`active_tenants`], a store with few
+/// tenants and a deep backlog (one marker per tenant and due second) is not
+/// walked to its end to prove there is no further tenant.
+pub fn active_within(store: &Store, now: u64, limit: usize, budget: usize) -> Result<ActiveWalk> {
+    let (lo, hi) = bounds::active_upto(bucket_of(now));
+    let mut seen = HashSet::new();
+    let mut walk = ActiveWalk {
+        tenants: Vec::new(),
+        markers_walked: 0,
+        complete: true,
+    };
+    if limit == 0 {
+        return Ok(walk);
+    }
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if walk.markers_walked >= budget {
+            walk.complete = false;
+            return Ok(ControlFlow::Break(()));
+        }
+        walk.markers_walked += 1;
+        let a = ActiveKey::decode(k)?;
+        if seen.insert(a.ord) {
+            walk.tenants.push(ActiveTenant {
+                ord: a.ord,
+                bucket: a.bucket,
+            });
+            if walk.tenants.len() >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(walk)
+}
+
 /// Counts the tenants with a marker at or before `now`'s second, walking at
 /// most `budget` markers.
 pub fn active_summary(store: &Store, now: u64, budget: usize) -> Result<ActiveSummary> {
-    let (lo, hi) = bounds::active_upto(bucket_of(now));
-    let mut seen = HashSet::new();
-    let mut walked = 0usize;
-    let mut complete = true;
-    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-        if walked >= budget {
-            complete = false;
-            return Ok(ControlFlow::Break(()));
-        }
-        walked += 1;
-        seen.insert(ActiveKey::decode(k)?.ord);
-        Ok(ControlFlow::Continue(()))
-    })?;
+    let w = active_within(store, now, usize::MAX, budget)?;
     Ok(ActiveSummary {
-        tenants: seen.len(),
-        markers_walked: walked,
-        complete,
+        tenants: w.tenants.len(),
+        markers_walked: w.markers_walked,
+        complete: w.complete,
     })
 }
 
@@ -396,22 +431,11 @@ pub fn active_summary(store: &Store, now: u64, budget: usize) -> Result<ActiveSu
 /// one counter read each. A tenant with pending rows has a marker at or
 /// before the current second, so no scan of the counters family is needed.
 pub fn top_pending(store: &Store, now: u64, n: usize) -> Result<Vec<PendingTenant>> {
-    let (lo, hi) = bounds::active_upto(bucket_of(now));
-    let mut seen = HashSet::new();
-    let mut ords = Vec::new();
-    let mut walked = 0usize;
-    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-        let a = ActiveKey::decode(k)?;
-        if seen.insert(a.ord) {
-            ords.push(a.ord);
-        }
-        walked += 1;
-        Ok(if ords.len() >= TOP_SCAN || walked >= MARKER_BUDGET {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
-    })?;
+    let ords: Vec<u32> = active_within(store, now, TOP_SCAN, MARKER_BUDGET)?
+        .tenants
+        .iter()
+        .map(|a| a.ord)
+        .collect();
     let keys: Vec<Vec<u8>> = ords
         .iter()
         .map(|&o| keys::counter_key(o, Field::Pending as u8).to_vec())

@@ -370,53 +370,6 @@ pub fn by_prefix(
         .collect())
 }
 
-/// A bounded walk of the active index: the first `limit` distinct tenants
-/// with a marker at or before `now`'s second (oldest first), walking at most
-/// `budget` markers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActiveWalk {
-    pub tenants: Vec<crate::queries::ActiveTenant>,
-    pub markers_walked: usize,
-    /// False when the walk stopped at the budget before finding `limit`
-    /// tenants or the end of the markers: more tenants may be active.
-    pub complete: bool,
-}
-
-/// See [`ActiveWalk`]. Unlike `queries::active_tenants`, a store with few
-/// tenants and a deep backlog (one marker per tenant and due second) is not
-/// walked to its end to prove there is no further tenant.
-pub fn active_within(store: &Store, now: u64, limit: usize, budget: usize) -> Result<ActiveWalk> {
-    let (lo, hi) = bounds::active_upto(crate::keys::bucket_of(now));
-    let mut seen = std::collections::HashSet::new();
-    let mut walk = ActiveWalk {
-        tenants: Vec::new(),
-        markers_walked: 0,
-        complete: true,
-    };
-    if limit == 0 {
-        return Ok(walk);
-    }
-    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-        if walk.markers_walked >= budget {
-            walk.complete = false;
-            return Ok(ControlFlow::Break(()));
-        }
-        walk.markers_walked += 1;
-        let a = crate::keys::ActiveKey::decode(k)?;
-        if seen.insert(a.ord) {
-            walk.tenants.push(crate::queries::ActiveTenant {
-                ord: a.ord,
-                bucket: a.bucket,
-            });
-            if walk.tenants.len() >= limit {
-                return Ok(ControlFlow::Break(()));
-            }
-        }
-        Ok(ControlFlow::Continue(()))
-    })?;
-    Ok(walk)
-}
-
 /// Due rows per time window for each tenant of `ords`, each count capped at
 /// `cap + 1` (a count above `cap` means "more than cap"). `edges` are the
 /// window boundaries, ascending: window `i` is `edges[i] <= at <
@@ -577,14 +530,14 @@ mod console_query_tests {
         ];
         let (_d, s) = store_with(&rows);
         let now = 10_000;
-        let w = active_within(&s, now, 10, 100).expect("walk");
+        let w = crate::queries::active_within(&s, now, 10, 100).expect("walk");
         assert!(w.complete);
         assert_eq!(w.tenants.len(), 2);
         assert_eq!(w.markers_walked, 6);
-        let w = active_within(&s, now, 1, 100).expect("walk");
+        let w = crate::queries::active_within(&s, now, 1, 100).expect("walk");
         assert_eq!(w.tenants.len(), 1);
         assert_eq!(w.markers_walked, 1);
-        let w = active_within(&s, now, 10, 2).expect("walk");
+        let w = crate::queries::active_within(&s, now, 10, 2).expect("walk");
         assert!(!w.complete, "the budget stopped the walk");
         assert_eq!(w.markers_walked, 2);
         // Markers sort by (second, ordinal): a@1s, a@2s, then b@2s.

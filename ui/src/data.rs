@@ -425,7 +425,7 @@ impl Source {
         // Counted by a walk of at most ACTIVE_BUDGET markers: the screen
         // shows one number, so it gets a screen's worth of reads ("≥ N"
         // when the walk stopped early), never a walk of the whole index.
-        let walk = tenants::active_within(s, now, usize::MAX, ACTIVE_BUDGET)?;
+        let walk = queries::active_within(s, now, usize::MAX, ACTIVE_BUDGET)?;
         let oldest = queries::oldest_due(s)?;
         let oldest_name = match oldest {
             Some(o) => live_name(s, o.ord)?,
@@ -508,7 +508,7 @@ impl Source {
     ) -> Result<HeatmapData, StoreError> {
         let s = self.need()?;
         let want = offset + rows + 1;
-        let walk = tenants::active_within(s, now, want, heat_marker_budget(want))?;
+        let walk = queries::active_within(s, now, want, heat_marker_budget(want))?;
         // More rows below: found past this page, or the walk stopped at its
         // budget (more tenants may be active; paging on walks further).
         let more = walk.tenants.len() > offset + rows || !walk.complete;

@@ -624,6 +624,16 @@ pub(crate) fn cleanup_verify(store: &Store, ord: u32, deleted: &[u64]) -> Result
 /// Reclaims hooks that no delivery row and no archive obligation owes,
 /// looking at up to `limit` cleared markers. Returns hooks deleted.
 pub fn reclaim_pass(store: &Store, limit: usize) -> Result<u64> {
+    let (reclaimed, still_owed) = reclaim_delete(store, limit)?;
+    reclaim_verify(store, &still_owed)?;
+    Ok(reclaimed)
+}
+
+/// First half of [`reclaim_pass`]: reclaims the hooks nobody owes and
+/// deletes the cleared marker of those still owed (a remaining row, or the
+/// archive settle, puts a fresh one when it goes). Returns the hooks
+/// reclaimed and the seqs whose marker it deleted.
+pub(crate) fn reclaim_delete(store: &Store, limit: usize) -> Result<(u64, Vec<u64>)> {
     store.require_writable()?;
     let (lo, hi) = bounds::family(prefix::CLEARED);
     let mut seqs = Vec::new();
@@ -644,8 +654,6 @@ pub fn reclaim_pass(store: &Store, limit: usize) -> Result<u64> {
     let mut still_owed = Vec::new();
     for seq in seqs {
         if owed(store, seq)? {
-            // A remaining row (or the archive settle) puts a fresh marker
-            // when it goes; the verify below covers one that went meanwhile.
             b.delete(Family::Index, enc::seq_key(prefix::CLEARED, seq));
             still_owed.push(seq);
         } else {
@@ -654,23 +662,29 @@ pub fn reclaim_pass(store: &Store, limit: usize) -> Result<u64> {
         }
     }
     store.commit(b, false)?;
-    // Delete-then-verify: the owner that released a hook between our read
-    // and our commit put its marker *before* our delete, which just erased
-    // it. A hook whose marker is gone must have one while nothing owes it,
-    // or it is never reclaimed; so re-check after the delete and put the
-    // marker back. An owner releasing after this check puts its own.
+    Ok((reclaimed, still_owed))
+}
+
+/// Second half of [`reclaim_pass`], delete-then-verify: an owner that
+/// released a hook between the read and the delete put its marker *before*
+/// the delete, which just erased it. So every hook whose marker was deleted
+/// is checked again, and gets its marker back if nothing owes it any more;
+/// an owner releasing after this check puts its own.
+pub(crate) fn reclaim_verify(store: &Store, deleted: &[u64]) -> Result<Vec<u64>> {
     let mut restore = Batch::new();
-    for seq in still_owed {
+    let mut restored = Vec::new();
+    for &seq in deleted {
         if !owed(store, seq)? {
             restore.put(
                 Family::Index,
                 enc::seq_key(prefix::CLEARED, seq),
                 Vec::new(),
             );
+            restored.push(seq);
         }
     }
     store.commit(restore, false)?;
-    Ok(reclaimed)
+    Ok(restored)
 }
 
 /// Whether a delivery row or an archive obligation still owes hook `seq`.
@@ -718,6 +732,81 @@ mod tests {
         store.commit(b, true).unwrap();
         alloc.committed(res);
         rows[0]
+    }
+
+    /// Reclaim's delete-then-verify, driven step by step: the last row of a
+    /// hook is delivered after the pass saw it owed but before its marker
+    /// delete. Without the verify the hook keeps no marker and is never
+    /// reclaimed.
+    #[test]
+    fn reclaim_does_not_lose_a_hook_released_during_its_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let mut alloc = TenantAllocator::load(&store, 10).unwrap();
+        // One hook, two sinks: deliver sink 0 (cleared marker), keep sink 1.
+        let mut b = Batch::new();
+        let res = alloc.resolve(&store, ["a"], &mut b).unwrap();
+        let env = Envelope {
+            received_at: 1,
+            source_id: "s".into(),
+            tenant: "a".into(),
+            idempotency_key: None,
+            headers: vec![],
+            body: vec![1],
+        };
+        let rows = ingest(
+            &mut b,
+            &IngestHook {
+                seq: 1,
+                ord: res.ord("a", 10).unwrap(),
+                envelope: &env,
+                sinks: 2,
+                archive: false,
+                dedupe_expires_at: None,
+            },
+        );
+        store.commit(b, true).unwrap();
+        alloc.committed(res);
+        let mut b = Batch::new();
+        let f0 = claim(&mut b, &rows[0]);
+        let f1 = claim(&mut b, &rows[1]);
+        delivered(&mut b, &f0);
+        store.commit(b, false).unwrap();
+
+        // The pass reads the hook as owed (sink 1) and deletes its marker,
+        // while sink 1's delivery commits in between (its marker put lands
+        // before the pass's delete, modelled by committing it first: the
+        // pass's batch was built from the earlier read).
+        let mut b = Batch::new();
+        delivered(&mut b, &f1);
+        let (lo, hi) = bounds::family(prefix::CLEARED);
+        let mut seqs = Vec::new();
+        store
+            .scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+                seqs.push(crate::keys::decode_seq_key(k, prefix::CLEARED, "c").unwrap());
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+        assert_eq!(seqs, vec![1]);
+        assert!(owed(&store, 1).unwrap());
+        store.commit(b, false).unwrap();
+        let mut del = Batch::new();
+        del.delete(Family::Index, enc::seq_key(prefix::CLEARED, 1));
+        store.commit(del, false).unwrap();
+
+        assert_eq!(
+            reclaim_verify(&store, &[1]).unwrap(),
+            vec![1],
+            "the marker must come back"
+        );
+        assert_eq!(
+            reclaim_pass(&store, 10).unwrap(),
+            1,
+            "and the next pass reclaims the hook"
+        );
+        assert!(crate::queries::hook(&store, 1).unwrap().is_none());
+        let rep = crate::check::run(&store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
     }
 
     /// The delete-then-verify argument, driven step by step: a writer's
