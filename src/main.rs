@@ -5,6 +5,7 @@
 //! that ran and failed its assertion, 2 an error (bad input, unreadable
 //! store, I/O).
 
+mod admin;
 mod bench;
 mod cli;
 mod daemon;

@@ -101,7 +101,7 @@ fn a_fixture_passes_store_check_and_tenants_list_agrees_with_the_index() {
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let counted = independent_count(&store);
     let mut listed = BTreeMap::new();
-    for t in list.as_array().unwrap() {
+    for t in list["tenants"].as_array().unwrap() {
         let c = &t["counters"];
         let count = Count {
             pending: c["pending"].as_i64().unwrap(),
@@ -130,14 +130,32 @@ fn a_fixture_passes_store_check_and_tenants_list_agrees_with_the_index() {
         "tenants", "list", "--store", &store, "--json", "--sort", "dead", "--limit", "3",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let dead: Vec<i64> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["counters"]["dead"].as_i64().unwrap())
-        .collect();
+    let dead_of = |v: &serde_json::Value| -> Vec<i64> {
+        v["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["counters"]["dead"].as_i64().unwrap())
+            .collect()
+    };
+    let dead = dead_of(&v);
     assert_eq!(dead.len(), 3);
     assert!(dead.windows(2).all(|w| w[0] >= w[1]), "{dead:?}");
+    // The next page continues the order without repeating a tenant.
+    let cursor = v["next"].as_str().expect("a full page has a cursor");
+    let o = ankusa(&[
+        "tenants", "list", "--store", &store, "--json", "--sort", "dead", "--limit", "3",
+        "--cursor", cursor,
+    ]);
+    let next: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let more = dead_of(&next);
+    assert_eq!(more.len(), 3);
+    assert!(dead[2] >= more[0], "{dead:?} then {more:?}");
+    let ords = |v: &serde_json::Value| -> Vec<u64> {
+        v["tenants"].as_array().unwrap().iter().map(|t| t["ord"].as_u64().unwrap()).collect()
+    };
+    let (a, b) = (ords(&v), ords(&next));
+    assert!(a.iter().all(|o| !b.contains(o)), "{a:?} {b:?}");
 
     let o = ankusa(&["store", "info", "--store", &store, "--json"]);
     assert!(o.status.success());

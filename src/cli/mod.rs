@@ -1,6 +1,8 @@
 //! Command-line definitions (names are fixed by the design brief: scripts
 //! depend on them) and dispatch.
 
+mod backend;
+mod dlq_cmd;
 mod migrate_cmd;
 mod store_cmd;
 mod tenants_cmd;
@@ -27,9 +29,14 @@ pub enum Command {
     /// Inspect, check and generate stores.
     #[command(subcommand)]
     Store(StoreCommand),
-    /// Tenants and their counters.
+    /// Tenants and their counters; purge a tenant. Asks the running daemon
+    /// through its admin socket, or reads the store when none runs.
     #[command(subcommand)]
     Tenants(TenantsCommand),
+    /// The dead-letter queue: list, show, replay (through the daemon when
+    /// one runs, else on the store directly).
+    #[command(subcommand)]
+    Dlq(DlqCommand),
     /// Self-asserting benchmarks (exit 1 when the assertion fails).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -135,20 +142,35 @@ pub enum StoreCommand {
     },
 }
 
+/// How to reach a daemon's admin API.
+#[derive(Debug, Args)]
+pub struct AdminArg {
+    /// Admin API bearer token (default: none; a local user is an admin on
+    /// the socket when the daemon allows it).
+    #[arg(long, env = "ANKUSA_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
     /// Tenants with their counters (counters only, never a fold).
     List {
         #[command(flatten)]
         store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
         /// Sort by a counter, largest first (default: by ordinal).
         #[arg(long, value_parser = ["pending", "scheduled", "inflight", "dead", "bytes", "archive_pending"])]
         sort: Option<String>,
-        /// Tenants to show.
+        /// Tenants to show (1 to 1000).
         #[arg(long, default_value_t = 50)]
         limit: usize,
-        /// With ordinal order: start after this ordinal (paging).
-        #[arg(long, conflicts_with = "sort")]
+        /// Continue after this cursor (printed as `more: --cursor ...`).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// With ordinal order: start after this ordinal (the same as
+        /// `--cursor ORD`).
+        #[arg(long, conflicts_with_all = ["sort", "cursor"])]
         after: Option<u32>,
         #[arg(long)]
         json: bool,
@@ -159,6 +181,93 @@ pub enum TenantsCommand {
         tenant: String,
         #[command(flatten)]
         store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a tenant's due rows and/or dead rows (never inflight ones).
+    /// Prints the dry-run count and asks for the tenant's name unless --yes.
+    Purge {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// What to delete: pending (due rows: first attempts and retries),
+        /// dead, or both.
+        #[arg(long, value_delimiter = ',', required = true)]
+        kinds: Vec<String>,
+        /// Only count what would be deleted (audited too).
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation (for scripts).
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// Dead rows, newest first: the node's, or one tenant's.
+    List {
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Rows to show (1 to 1000).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Continue after this cursor (printed as `more: --cursor ...`).
+        #[arg(long)]
+        cursor: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One dead hook: its delivery history per sink and a redacted preview.
+    Show {
+        /// Hook id (`hk_` and 16 hex digits).
+        id: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make dead rows due again: by hook ids, by tenant, by dead-letter
+    /// time, or a tenant within a time range. Prints the dry-run count and
+    /// asks unless --yes.
+    Replay {
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Hook ids (repeat, or comma-separated).
+        #[arg(long = "id", value_delimiter = ',', conflicts_with_all = ["tenant", "since", "from", "until"])]
+        ids: Vec<String>,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Rows dead-lettered within this long ago (a human duration: 15m, 2h).
+        #[arg(long, conflicts_with = "from")]
+        since: Option<humantime::Duration>,
+        /// Rows dead-lettered at or after this time (RFC 3339).
+        #[arg(long)]
+        from: Option<humantime::Timestamp>,
+        /// Rows dead-lettered before this time (RFC 3339).
+        #[arg(long)]
+        until: Option<humantime::Timestamp>,
+        /// Only count what would be replayed (audited too).
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation (for scripts).
+        #[arg(long)]
+        yes: bool,
         #[arg(long)]
         json: bool,
     },
@@ -237,6 +346,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Store(c) => store_cmd::run(c),
         Command::Tenants(c) => tenants_cmd::run(c),
+        Command::Dlq(c) => dlq_cmd::run(c),
         Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
             crate::bench::gauges::run(quick, json, dir)
         }

@@ -1,70 +1,35 @@
-//! `ankusa tenants list|show`: counters only, never a fold.
+//! `ankusa tenants list|show|purge`: counters only, never a fold; through
+//! the daemon when one runs ([`super::backend`]).
 
 use std::process::ExitCode;
 
-use ankusa_store::tenants::{self, Name};
-use ankusa_store::{queries, Field, Store};
-use color_eyre::eyre::{bail, Result};
+use color_eyre::eyre::{eyre, Result};
 
+use super::backend::{self, Action, Backend};
 use super::{print_json, TenantsCommand};
+use crate::admin::model::{DlqEntry, TenantDetail, TenantsPage};
 use crate::output;
 
 pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
     match cmd {
         TenantsCommand::List {
             store,
+            admin,
             sort,
             limit,
+            cursor,
             after,
             json,
         } => {
-            let s = Store::open_read_only(&store.store)?;
-            let list = match sort.as_deref() {
-                Some(f) => {
-                    let Some(field) = Field::parse(f) else {
-                        bail!("unknown counter {f:?}");
-                    };
-                    tenants::top_by(&s, field, limit)?
-                }
-                None => tenants::page(&s, after, limit)?,
-            };
+            let b = Backend::open(&store.store, admin.token, false)?;
+            let cursor = cursor.or(after.map(|a| a.to_string()));
+            let page = b.tenants_page(sort.as_deref(), cursor.as_deref(), limit)?;
             if json {
-                print_json(&list)?;
+                print_json(&page)?;
             } else {
-                let rows: Vec<Vec<String>> = list
-                    .iter()
-                    .map(|t| {
-                        let c = &t.counters;
-                        vec![
-                            t.id.clone(),
-                            t.ord.to_string(),
-                            c.pending.to_string(),
-                            c.scheduled.to_string(),
-                            c.inflight.to_string(),
-                            c.dead.to_string(),
-                            output::bytes(c.bytes),
-                        ]
-                    })
-                    .collect();
-                print!(
-                    "{}",
-                    output::table(
-                        &[
-                            "tenant",
-                            "ord",
-                            "pending",
-                            "scheduled",
-                            "inflight",
-                            "dead",
-                            "bytes"
-                        ],
-                        &rows
-                    )
-                );
-                if sort.is_none() && list.len() == limit {
-                    if let Some(last) = list.last() {
-                        eprintln!("more: --after {}", last.ord);
-                    }
+                print!("{}", tenants_table(&page));
+                if let Some(next) = &page.next {
+                    eprintln!("more: --cursor {next}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -72,60 +37,172 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
         TenantsCommand::Show {
             tenant,
             store,
+            admin,
             json,
         } => {
-            let s = Store::open_read_only(&store.store)?;
-            let Some(ord) = tenants::ord_of(&s, &tenant)? else {
-                bail!("no tenant {tenant:?} in {}", store.store.display());
-            };
-            if let Some(Name::Erased) = tenants::name_of(&s, ord)? {
-                bail!("tenant {tenant:?} was erased");
-            }
-            let now = ankusa_store::system_now_ms();
-            let counters = queries::counters(&s, ord)?;
-            let first = queries::first_due(&s, ord)?;
-            let dlq = queries::dlq_page_for_tenant(&s, ord, None, 5)?;
+            let b = Backend::open(&store.store, admin.token, false)?;
+            let t = b.tenant(&tenant)?;
             if json {
-                print_json(&serde_json::json!({
-                    "tenant": tenant,
-                    "ord": ord,
-                    "counters": counters,
-                    "first_due_at": first.map(|r| r.at),
-                    "oldest_due_age_ms": first.map(|r| now.saturating_sub(r.at)),
-                    "latest_dead": dlq.entries,
-                }))?;
+                print_json(&t)?;
             } else {
-                println!("tenant       {tenant} (ordinal {ord})");
-                println!(
-                    "queue        pending {}  scheduled {}  inflight {}  dead {}  bytes {}  archive pending {}",
-                    counters.pending,
-                    counters.scheduled,
-                    counters.inflight,
-                    counters.dead,
-                    output::bytes(counters.bytes),
-                    counters.archive_pending
-                );
-                match first {
-                    Some(r) if r.at <= now => {
-                        println!("oldest due   {} ago", output::age(now - r.at))
-                    }
-                    Some(r) => println!("next due     in {}", output::age(r.at - now)),
-                    None => println!("oldest due   none"),
-                }
-                if !dlq.entries.is_empty() {
-                    println!("latest dead");
-                    for d in &dlq.entries {
-                        println!(
-                            "  {}  sink {}  {} ago  source {}",
-                            d.hook_id,
-                            d.sink,
-                            output::age(now.saturating_sub(d.at)),
-                            d.source_id
-                        );
-                    }
-                }
+                print!("{}", tenant_text(&t, ankusa_store::system_now_ms()));
             }
             Ok(ExitCode::SUCCESS)
         }
+        TenantsCommand::Purge {
+            tenant,
+            store,
+            admin,
+            kinds,
+            dry_run,
+            yes,
+            json,
+        } => {
+            let kinds = crate::admin::jobs::parse_kinds(&kinds)?;
+            let b = Backend::open(&store.store, admin.token, true)?;
+            let Action::Counted(count) = b.purge(&tenant, kinds, true)? else {
+                return Err(eyre!("the dry run started a job"));
+            };
+            if dry_run {
+                if json {
+                    print_json(&count)?;
+                } else {
+                    println!(
+                        "dry run: purge {} would delete {} rows ({}) via {}",
+                        count.scope,
+                        count.rows,
+                        purge_breakdown(&count),
+                        b.describe()
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !yes {
+                eprintln!(
+                    "purge {}: {} rows ({}) via {}",
+                    count.scope,
+                    count.rows,
+                    purge_breakdown(&count),
+                    b.describe()
+                );
+                backend::confirm(
+                    &format!("type the tenant's name ({tenant}) to delete them: "),
+                    &tenant,
+                )?;
+            }
+            let Action::Started(job) = b.purge(&tenant, kinds, false)? else {
+                return Err(eyre!("the purge did not start a job"));
+            };
+            let done = b.finish(job)?;
+            if json {
+                print_json(&done)?;
+            } else {
+                let p = done.progress.purged;
+                println!(
+                    "job {} {}: purged {} rows of tenant {tenant} (pending {}, scheduled {}, dead {})",
+                    done.id,
+                    backend::state(&done),
+                    p.total(),
+                    p.pending,
+                    p.scheduled,
+                    p.dead
+                );
+            }
+            Ok(if done.state == crate::admin::model::JobState::Done {
+                ExitCode::SUCCESS
+            } else {
+                if let Some(e) = &done.error {
+                    eprintln!("ankusa: job {} failed: {e}", done.id);
+                }
+                ExitCode::from(2)
+            })
+        }
     }
+}
+
+fn purge_breakdown(d: &crate::admin::model::DryRun) -> String {
+    match d.purge {
+        Some(p) => format!(
+            "pending {}, scheduled {}, dead {}",
+            p.pending, p.scheduled, p.dead
+        ),
+        None => String::new(),
+    }
+}
+
+fn tenants_table(page: &TenantsPage) -> String {
+    let rows: Vec<Vec<String>> = page
+        .tenants
+        .iter()
+        .map(|t| {
+            let c = &t.counters;
+            vec![
+                t.id.clone(),
+                t.ord.to_string(),
+                c.pending.to_string(),
+                c.scheduled.to_string(),
+                c.inflight.to_string(),
+                c.dead.to_string(),
+                output::bytes(c.bytes),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "tenant",
+            "ord",
+            "pending",
+            "scheduled",
+            "inflight",
+            "dead",
+            "bytes",
+        ],
+        &rows,
+    )
+}
+
+fn tenant_text(t: &TenantDetail, now: u64) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let c = &t.counters;
+    let _ = writeln!(o, "tenant       {} (ordinal {})", t.tenant, t.ord);
+    let _ = writeln!(
+        o,
+        "queue        pending {}  scheduled {}  inflight {}  dead {}  bytes {}  archive pending {}",
+        c.pending,
+        c.scheduled,
+        c.inflight,
+        c.dead,
+        output::bytes(c.bytes),
+        c.archive_pending
+    );
+    match t.first_due_at {
+        Some(at) if at <= now => {
+            let _ = writeln!(o, "oldest due   {} ago", output::age(now - at));
+        }
+        Some(at) => {
+            let _ = writeln!(o, "next due     in {}", output::age(at - now));
+        }
+        None => {
+            let _ = writeln!(o, "oldest due   none");
+        }
+    }
+    if !t.latest_dead.is_empty() {
+        let _ = writeln!(o, "latest dead");
+        for d in &t.latest_dead {
+            let _ = writeln!(o, "  {}", dead_line(d, now));
+        }
+    }
+    o
+}
+
+/// One DLQ row as a line: id, sink, age, source.
+pub fn dead_line(d: &DlqEntry, now: u64) -> String {
+    format!(
+        "{}  sink {}  {} ago  source {}",
+        d.row.hook_id,
+        d.row.sink,
+        output::age(now.saturating_sub(d.row.at)),
+        d.row.source_id
+    )
 }

@@ -115,6 +115,8 @@ pub struct Config {
     pub tenants: TenantsSection,
     #[serde(default)]
     pub dispatch: DispatchSection,
+    #[serde(default)]
+    pub admin: AdminSection,
     /// Spanned so a cross-key error (`enabled` without `dir`) names its line.
     pub archive: Option<Spanned<ArchiveSection>>,
     #[serde(default)]
@@ -192,6 +194,132 @@ pub struct ArchiveSection {
     /// Hooks appended (and settled) per synced write.
     #[serde(default = "default_archive_batch")]
     pub batch: Int<1, 100_000>,
+}
+
+/// `[admin]`: the admin API's listeners and who may call it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSection {
+    /// Serve the admin API on `admin.sock` in the store directory.
+    #[serde(default = "yes")]
+    pub socket: bool,
+    /// A caller on the socket without a token is an admin named by its OS
+    /// user (the socket is mode 0600: only the daemon's user and root can
+    /// connect).
+    #[serde(default = "yes")]
+    pub local_admin: bool,
+    /// Also serve it on TCP (tokens required there).
+    #[serde(default, deserialize_with = "de_opt_addr")]
+    pub listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub tokens: Vec<Spanned<AdminTokenConfig>>,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        Self {
+            socket: true,
+            local_admin: true,
+            listen: None,
+            tokens: Vec::new(),
+        }
+    }
+}
+
+/// `[[admin.tokens]]`: a bearer token, admin-wide or scoped to a tenant.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTokenConfig {
+    pub name: String,
+    pub token: Secret,
+    /// Scope: this tenant only. Absent: an admin token.
+    pub tenant: Option<String>,
+}
+
+/// A checked admin token: its digest, never the token.
+#[derive(Clone)]
+pub struct AdminToken {
+    pub name: String,
+    pub digest: [u8; 32],
+    pub tenant: Option<String>,
+}
+
+impl fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminToken")
+            .field("name", &self.name)
+            .field("token", &"<redacted>")
+            .field("tenant", &self.tenant)
+            .finish()
+    }
+}
+
+/// The admin API's settings.
+#[derive(Debug, Clone, Default)]
+pub struct AdminSettings {
+    pub socket: bool,
+    pub local_admin: bool,
+    pub listen: Option<SocketAddr>,
+    pub tokens: Vec<AdminToken>,
+}
+
+fn check_admin(a: AdminSection, text: &str, path: &Path) -> Result<AdminSettings, ConfigError> {
+    let mut names = HashSet::new();
+    let mut tokens = Vec::with_capacity(a.tokens.len());
+    for spanned in a.tokens {
+        let span = spanned.span();
+        let t = spanned.into_inner();
+        let fail = |m: String| located(text, path, Some(span.clone()), &m);
+        let name_ok = !t.name.is_empty()
+            && t.name.len() <= 64
+            && t.name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
+        if !name_ok {
+            return Err(fail(format!(
+                "admin.tokens.name `{}`: 1 to 64 characters of A-Z a-z 0-9 - _ . @ (it is written to the audit log)",
+                t.name
+            )));
+        }
+        if !names.insert(t.name.clone()) {
+            return Err(fail(format!("admin.tokens.name `{}` is used twice", t.name)));
+        }
+        let Secret(tok) = t.token;
+        if tok.len() < 16 || !tok.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(fail(format!(
+                "admin token `{}`: admin.tokens.token must be at least 16 printable ASCII characters without spaces",
+                t.name
+            )));
+        }
+        if let Some(tenant) = &t.tenant {
+            ankusa_store::tenants::validate_id(tenant)
+                .map_err(|e| fail(format!("admin token `{}`: admin.tokens.tenant: {e}", t.name)))?;
+        }
+        tokens.push(AdminToken {
+            name: t.name,
+            digest: crate::daemon::signature::digest(tok.as_bytes()),
+            tenant: t.tenant,
+        });
+    }
+    let digests: HashSet<[u8; 32]> = tokens.iter().map(|t| t.digest).collect();
+    if digests.len() != tokens.len() {
+        return Err(ConfigError(format!(
+            "{}: two admin tokens have the same secret: each caller needs its own (the audit log names them)",
+            path.display()
+        )));
+    }
+    if a.listen.is_some() && tokens.is_empty() {
+        return Err(ConfigError(format!(
+            "{}: admin.listen serves the admin API on TCP, which needs at least one [[admin.tokens]]",
+            path.display()
+        )));
+    }
+    Ok(AdminSettings {
+        socket: a.socket,
+        local_admin: a.local_admin,
+        listen: a.listen,
+        tokens,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -471,6 +599,10 @@ fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     })
 }
 
+fn de_opt_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    de_addr(d).map(Some)
+}
+
 /// How a source finds the tenant of a hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TenantRule {
@@ -544,6 +676,7 @@ pub struct Settings {
     pub writer: WriterSettings,
     pub dispatch: crate::daemon::dispatch::DispatchSettings,
     pub archive: crate::daemon::archive::ArchiveSettings,
+    pub admin: AdminSettings,
     pub sources: Vec<Source>,
 }
 
@@ -592,6 +725,7 @@ impl Settings {
             Some(a) => check_archive(a.get_ref(), base).map_err(|m| err(a.span(), m))?,
             None => check_archive(&ArchiveSection::default(), base).map_err(ConfigError)?,
         };
+        let admin = check_admin(cfg.admin, text, path)?;
         let w = cfg.writer;
         let d = cfg.dispatch;
         let dispatch = crate::daemon::dispatch::DispatchSettings {
@@ -631,6 +765,7 @@ impl Settings {
             },
             dispatch,
             archive,
+            admin,
             sources,
         })
     }

@@ -241,7 +241,12 @@ impl Deliverer {
                         Some(sem) => sem.clone().acquire_owned().await.ok(),
                         None => None,
                     };
+                    let started = std::time::Instant::now();
                     let verdict = self.attempt(sink, env, row, attempt).await;
+                    self.metrics
+                        .dispatch
+                        .attempt_seconds
+                        .observe(started.elapsed());
                     drop(permit);
                     (verdict, env.source_id.clone())
                 }

@@ -94,6 +94,10 @@ pub struct DispatchMetrics {
     pub rows_claimed: AtomicU64,
     pub tick_us_sum: AtomicU64,
     pub last_tick_us: AtomicU64,
+    /// Duration of each tick (plan, claim, marker cleanup).
+    pub tick_seconds: crate::daemon::metrics::Histogram,
+    /// Duration of each delivery attempt (the HTTP request to the sink).
+    pub attempt_seconds: crate::daemon::metrics::Histogram,
     pub tick_errors: AtomicU64,
     pub attempts: AtomicU64,
     pub delivered: AtomicU64,
@@ -110,7 +114,7 @@ impl DispatchMetrics {
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 14] = [
+        let counters: [(&str, &str, u64); 12] = [
             (
                 "ankusa_dispatch_ticks_total",
                 "Dispatch ticks run.",
@@ -171,34 +175,28 @@ impl DispatchMetrics {
                 "Hooks deleted because no row owes them any more.",
                 r(&self.reclaimed),
             ),
-            (
-                "ankusa_dispatch_tick_seconds_sum",
-                "Total time spent in dispatch ticks (microsecond resolution).",
-                0,
-            ),
-            (
-                "ankusa_dispatch_last_tick_seconds",
-                "Duration of the latest dispatch tick.",
-                0,
-            ),
         ];
-        for (name, help, v) in &counters[..12] {
+        for (name, help, v) in &counters {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
             );
         }
-        let (name, help, _) = counters[12];
-        let _ = writeln!(
+        self.tick_seconds.render(
             out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-            r(&self.tick_us_sum) as f64 / 1e6
+            "ankusa_dispatch_tick_seconds",
+            "Duration of dispatch ticks (plan, claim, marker cleanup).",
         );
-        let (name, help, _) = counters[13];
+        let name = "ankusa_dispatch_last_tick_seconds";
         let _ = writeln!(
             out,
-            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
+            "# HELP {name} Duration of the latest dispatch tick.\n# TYPE {name} gauge\n{name} {}",
             r(&self.last_tick_us) as f64 / 1e6
+        );
+        self.attempt_seconds.render(
+            out,
+            "ankusa_delivery_attempt_seconds",
+            "Duration of delivery attempts (request to response or failure).",
         );
         let name = "ankusa_delivery_inflight";
         let _ = writeln!(
@@ -492,6 +490,7 @@ impl Dispatcher {
         }
         let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         m.tick_us_sum.fetch_add(us, Ordering::Relaxed);
+        m.tick_seconds.observe(std::time::Duration::from_micros(us));
         m.last_tick_us.store(us, Ordering::Relaxed);
         m.ticks.fetch_add(1, Ordering::Relaxed);
     }
@@ -500,6 +499,9 @@ impl Dispatcher {
     /// visited and the claimed rows.
     fn claim(&self) -> Result<(usize, Vec<InflightRow>), StoreError> {
         let now = self.clock.now_ms();
+        // From planning (which reads the due rows) to the claim's commit: a
+        // purge must not delete a row this tick is about to claim.
+        let rows_guard = super::rowlock::hold();
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
@@ -535,6 +537,7 @@ impl Dispatcher {
                 out.push(r);
             }
         }
+        drop(rows_guard);
         // After the claim, so the seconds just emptied are cleaned now.
         for (ord, buckets) in &plan.markers {
             let c = transitions::cleanup_markers(&self.store, *ord, buckets, now)?;

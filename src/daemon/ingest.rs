@@ -56,6 +56,8 @@ pub struct AppState {
     pub clock: SharedClock,
     pub permits: Arc<Semaphore>,
     pub body_timeout: Duration,
+    /// For the queue gauges of `/metrics` (read-only use).
+    pub store: Arc<ankusa_store::Store>,
 }
 
 /// The ingest router. `largest_body` is the hard cap on any body.
@@ -91,14 +93,7 @@ async fn healthz() -> Response {
 }
 
 async fn render_metrics(State(app): State<Arc<AppState>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        app.metrics.render(),
-    )
-        .into_response()
+    super::metrics::respond(app.metrics.clone(), app.store.clone(), app.clock.now_ms()).await
 }
 
 async fn not_found() -> Response {

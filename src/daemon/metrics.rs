@@ -11,6 +11,8 @@
 //! them expecting consistency), and nothing here allocates per request.
 
 use std::fmt::Write as _;
+
+use ankusa_store::{Store, StoreError};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -49,7 +51,7 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) {
+    pub fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} histogram");
         for (i, b) in BUCKETS.iter().enumerate() {
@@ -206,6 +208,146 @@ impl Metrics {
         self.archive.render(&mut out);
         out
     }
+}
+
+/// Tenants labelled in `ankusa_tenant_pending` at most: the label set stays
+/// bounded however many tenants there are.
+pub const TOP_TENANTS: usize = 100;
+
+/// The queue gauges, read from the store at scrape time: node-aggregate
+/// counters (six point reads, never a fold), the oldest due row, tenants
+/// allocated, active tenants (a bounded walk of the active index), and the
+/// pending count of the top [`TOP_TENANTS`] active tenants.
+pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
+    use ankusa_store::{queries, tenants};
+    let mut out = String::with_capacity(8192);
+    let node = queries::node_counters(store)?;
+    let gauge = |out: &mut String, name: &str, help: &str, v: &dyn std::fmt::Display| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {v}");
+    };
+    let name = "ankusa_queue_rows";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Rows by state, from the node-aggregate counters."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (state, v) in [
+        ("pending", node.pending),
+        ("scheduled", node.scheduled),
+        ("inflight", node.inflight),
+        ("dead", node.dead),
+    ] {
+        let _ = writeln!(out, "{name}{{state=\"{state}\"}} {v}");
+    }
+    gauge(
+        &mut out,
+        "ankusa_queue_bytes",
+        "Body bytes owed to sinks (one charge per delivery row).",
+        &node.bytes,
+    );
+    gauge(
+        &mut out,
+        "ankusa_queue_archive_pending",
+        "Hooks waiting to be archived.",
+        &node.archive_pending,
+    );
+    let oldest = queries::oldest_due(store)?
+        .filter(|o| o.at <= now)
+        .map_or(0.0, |o| o.age_ms(now) as f64 / 1000.0);
+    gauge(
+        &mut out,
+        "ankusa_queue_oldest_due_age_seconds",
+        "How overdue the oldest due row is (0 when none is).",
+        &oldest,
+    );
+    gauge(
+        &mut out,
+        "ankusa_tenants",
+        "Tenant ordinals allocated.",
+        &tenants::allocated(store)?,
+    );
+    let active = queries::active_summary(store, now, queries::MARKER_BUDGET)?;
+    gauge(
+        &mut out,
+        "ankusa_dispatch_active_tenants",
+        "Tenants with rows due now (a lower bound past the walk budget; see ankusa_dispatch_active_tenants_exact).",
+        &active.tenants,
+    );
+    gauge(
+        &mut out,
+        "ankusa_dispatch_active_tenants_exact",
+        "1 when the active-tenant count is exact, 0 when it is a lower bound.",
+        &u8::from(active.complete),
+    );
+    let name = "ankusa_tenant_pending";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Pending rows of the top {TOP_TENANTS} active tenants by pending rows."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for t in queries::top_pending(store, now, TOP_TENANTS)? {
+        let label = match tenants::name_of(store, t.ord)? {
+            Some(tenants::Name::Live(id)) => id,
+            _ => continue,
+        };
+        let _ = writeln!(
+            out,
+            "{name}{{tenant=\"{}\"}} {}",
+            escape_label(&label),
+            t.pending
+        );
+    }
+    Ok(out)
+}
+
+/// The `/metrics` response: process metrics and the queue gauges (read off
+/// the async threads: they are store reads). A failing store read is a
+/// 500, not a page with the gauges silently missing.
+pub async fn respond(
+    metrics: std::sync::Arc<Metrics>,
+    store: std::sync::Arc<Store>,
+    now: u64,
+) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    let queue = tokio::task::spawn_blocking(move || render_queue(&store, now)).await;
+    match queue {
+        Ok(Ok(q)) => {
+            let mut text = metrics.render();
+            text.push_str(&q);
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )],
+                text,
+            )
+                .into_response()
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot read the queue gauges");
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the queue gauges: {e}\n"))
+                .into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("metrics task failed: {e}\n"))
+            .into_response(),
+    }
+}
+
+/// Escapes a label value for the text format.
+fn escape_label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
 }
 
 #[cfg(test)]

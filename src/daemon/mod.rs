@@ -30,8 +30,12 @@
 //! - The archiver ([`archive`]) starts beside dispatch when
 //!   `archive.enabled` and stops with the signal; an unsettled obligation
 //!   is simply picked up by the next boot.
-//! - The admin API is a later part, started the same way.
+//! - The admin API ([`admin`]) is bound (socket, and TCP when configured)
+//!   before the `listening on` line, resumes the jobs the last run left,
+//!   and stops with the signal; its jobs stop between chunks and resume at
+//!   the next boot.
 
+pub mod admin;
 pub mod archive;
 pub mod clock;
 pub mod config;
@@ -41,6 +45,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod outcome;
 pub mod replay;
+pub mod rowlock;
 pub mod signature;
 pub mod writer;
 
@@ -216,13 +221,44 @@ impl Daemon {
             clock,
             permits: Arc::new(Semaphore::new(settings.max_requests)),
             body_timeout: settings.body_timeout,
+            store: store.clone(),
         });
         let app = ingest::router(state, settings.largest_body(), settings.metrics);
         let addr: SocketAddr = listener
             .local_addr()
             .wrap_err("cannot read the bound address")?;
+        let admin_state = Arc::new(admin::AdminState {
+            store: store.clone(),
+            settings: settings.admin.clone(),
+            clock: clock_for_archive.clone(),
+            metrics: metrics.clone(),
+            jobs: Arc::new(admin::JobRunner::default()),
+            started: std::time::Instant::now(),
+        });
+        let admin_socket = if settings.admin.socket {
+            let path = admin::socket_path(&settings.store_path);
+            Some(admin::bind_socket(&settings.store_path).wrap_err_with(|| {
+                format!("cannot create the admin socket {}", path.display())
+            })?)
+        } else {
+            None
+        };
+        let admin_tcp = match settings.admin.listen {
+            Some(a) => Some(TcpListener::bind(a).await.wrap_err_with(|| {
+                format!(
+                    "cannot listen on {a} (admin.listen in {})",
+                    settings.config_path.display()
+                )
+            })?),
+            None => None,
+        };
+        let admin_tcp_addr = admin_tcp.as_ref().and_then(|l| l.local_addr().ok());
+        admin::resume(&admin_state).wrap_err("cannot resume the unfinished admin jobs")?;
         if announce {
             announce_listening(addr, &settings.store_path);
+            if let Some(a) = admin_tcp_addr {
+                println!("ankusa: admin API on http://{a}");
+            }
         }
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -240,6 +276,30 @@ impl Daemon {
             );
             archive::start(a, stop_rx.clone())
         });
+        let mut admin_servers = Vec::new();
+        if let Some(sock) = admin_socket {
+            let mut graceful = stop_rx.clone();
+            let app = admin::router(admin_state.clone())
+                .into_make_service_with_connect_info::<admin::SocketPeer>();
+            admin_servers.push(tokio::spawn(async move {
+                axum::serve(sock, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = graceful.wait_for(|s| *s).await;
+                    })
+                    .await
+            }));
+        }
+        if let Some(tcp) = admin_tcp {
+            let mut graceful = stop_rx.clone();
+            let app = admin::router(admin_state.clone());
+            admin_servers.push(tokio::spawn(async move {
+                axum::serve(tcp, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = graceful.wait_for(|s| *s).await;
+                    })
+                    .await
+            }));
+        }
         let mut graceful = stop_rx.clone();
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = graceful.wait_for(|s| *s).await;
@@ -281,6 +341,16 @@ impl Daemon {
         if let Some(a) = archiver {
             a.shutdown().await;
         }
+        for srv in admin_servers {
+            if tokio::time::timeout(admin::SHUTDOWN_GRACE, srv).await.is_err() {
+                tracing::warn!("admin API requests still running at shutdown; leaving them");
+            }
+        }
+        admin_state.jobs.shutdown().await;
+        if settings.admin.socket {
+            let _ = std::fs::remove_file(admin::socket_path(&settings.store_path));
+        }
+        drop(admin_state);
         drop(store);
         let m = &metrics;
         if announce {

@@ -13,17 +13,12 @@
 //! - Every read is a bounded page of the DLQ (`x` node-wide, `X` per
 //!   tenant) resumed from a cursor, or a point read: a replay's cost is the
 //!   rows it matches plus one page.
-//! - Two replays in one process are serialised ([`LOCK`]): both could see
-//!   the same dead row, and reviving it twice would count it twice. The
-//!   dispatcher never touches dead rows, so it needs no lock.
+//! - Each chunk holds the row lock ([`super::rowlock`]) from its read to
+//!   its commit: two replays, or a replay and a purge, could otherwise see
+//!   the same dead row and count it out of `dead` twice. The dispatcher
+//!   never touches dead rows.
 //! - A revived row keeps its delivery row (attempt count and history); the
 //!   dispatcher grants it a new round of the sink's `max_attempts`.
-
-// The admin API (issue 5) and `ankusa dlq replay` are its callers; until
-// they land only the tests below call it.
-#![allow(dead_code)]
-
-use std::sync::Mutex;
 
 use ankusa_store::keys::DeadKey;
 use ankusa_store::queries::{self, DlqCursor};
@@ -33,15 +28,11 @@ use serde::Serialize;
 /// Sinks a hook may have (a source has at most this many).
 const MAX_SINKS: u16 = super::config::MAX_SINKS as u16;
 
-static LOCK: Mutex<()> = Mutex::new(());
-
 /// Which dead rows to replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// Every dead row of these hooks (all their sinks).
     Ids(Vec<HookId>),
-    /// Every dead row of a tenant (by ordinal).
-    Tenant(u32),
     /// Rows dead-lettered in `from..to` (ms since the epoch, `to`
     /// exclusive), node-wide or of one tenant.
     Range {
@@ -69,11 +60,22 @@ pub fn replay(
     now: u64,
     dry_run: bool,
     limit: u64,
-    mut progress: impl FnMut(&Replayed),
+    progress: impl FnMut(&Replayed),
 ) -> Result<Replayed, StoreError> {
-    let _guard = LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    replay_with(store, scope, now, dry_run, limit, progress, |_, _| {})
+}
+
+/// [`replay`], with `extra` adding to each chunk's batch before it commits
+/// (a job's progress record), given the totals including that chunk.
+pub fn replay_with(
+    store: &Store,
+    scope: &Scope,
+    now: u64,
+    dry_run: bool,
+    limit: u64,
+    mut progress: impl FnMut(&Replayed),
+    mut extra: impl FnMut(&mut Batch, &Replayed),
+) -> Result<Replayed, StoreError> {
     let mut out = Replayed {
         dry_run,
         ..Replayed::default()
@@ -81,31 +83,17 @@ pub fn replay(
     let chunk = transitions::CHUNK;
     match scope {
         Scope::Ids(ids) => {
-            let mut rows = Vec::new();
-            for id in ids {
-                for sink in 0..MAX_SINKS {
-                    if let Some(row) = dead_row_of(store, id.0, sink)? {
-                        rows.push(row);
-                    }
+            for part in ids.chunks(chunk / usize::from(MAX_SINKS).max(1)) {
+                let _rows = super::rowlock::hold();
+                let mut rows = Vec::new();
+                for id in part {
+                    rows.extend(dead_rows_of(store, id.0)?);
                 }
-            }
-            for part in rows.chunks(chunk) {
-                let take = remaining(limit, &out).min(part.len());
-                apply(store, &part[..take], now, dry_run, &mut out)?;
+                let take = remaining(limit, &out).min(rows.len());
+                apply(store, &rows[..take], now, dry_run, &mut out, &mut extra)?;
                 progress(&out);
             }
         }
-        Scope::Tenant(ord) => page_loop(
-            store,
-            Some(*ord),
-            None,
-            0,
-            now,
-            dry_run,
-            limit,
-            &mut out,
-            &mut progress,
-        )?,
         Scope::Range { from, to, tenant } => {
             if to > from {
                 let cursor = DlqCursor {
@@ -123,6 +111,7 @@ pub fn replay(
                     limit,
                     &mut out,
                     &mut progress,
+                    &mut extra,
                 )?
             }
         }
@@ -147,12 +136,14 @@ fn page_loop(
     limit: u64,
     out: &mut Replayed,
     progress: &mut impl FnMut(&Replayed),
+    extra: &mut impl FnMut(&mut Batch, &Replayed),
 ) -> Result<(), StoreError> {
     loop {
         let want = remaining(limit, out).min(transitions::CHUNK);
         if want == 0 {
             return Ok(());
         }
+        let rows_guard = super::rowlock::hold();
         let page = match tenant {
             Some(ord) => queries::dlq_page_for_tenant(store, ord, cursor, want)?,
             None => queries::dlq_page(store, cursor, want)?,
@@ -164,7 +155,8 @@ fn page_loop(
             .cloned()
             .collect();
         let stopped = in_range.len() < page.entries.len();
-        apply(store, &in_range, now, dry_run, out)?;
+        apply(store, &in_range, now, dry_run, out, extra)?;
+        drop(rows_guard);
         progress(out);
         // Revived rows are gone, but the cursor is strictly older than the
         // last one, so it stays valid either way.
@@ -182,6 +174,7 @@ fn apply(
     now: u64,
     dry_run: bool,
     out: &mut Replayed,
+    extra: &mut impl FnMut(&mut Batch, &Replayed),
 ) -> Result<(), StoreError> {
     out.matched += rows.len() as u64;
     if dry_run || rows.is_empty() {
@@ -192,9 +185,23 @@ fn apply(
         let size = queries::delivery(store, r.seq, r.sink)?.map_or(0, |d| d.size);
         transitions::revive(&mut b, r, size, now);
     }
+    let mut after = *out;
+    after.revived += rows.len() as u64;
+    extra(&mut b, &after);
     store.commit(b, true)?;
-    out.revived += rows.len() as u64;
+    *out = after;
     Ok(())
+}
+
+/// Every dead row of a hook (one per sink that dead-lettered it).
+pub fn dead_rows_of(store: &Store, seq: u64) -> Result<Vec<DeadRow>, StoreError> {
+    let mut rows = Vec::new();
+    for sink in 0..MAX_SINKS {
+        if let Some(row) = dead_row_of(store, seq, sink)? {
+            rows.push(row);
+        }
+    }
+    Ok(rows)
 }
 
 /// The dead row of (seq, sink), if that row is dead. The dead-letter time
@@ -312,7 +319,11 @@ mod tests {
         let ord_b = ankusa_store::tenants::ord_of(&store, "b").unwrap().unwrap();
         let r = replay(
             &store,
-            &Scope::Tenant(ord_b),
+            &Scope::Range {
+                from: 0,
+                to: u64::MAX,
+                tenant: Some(ord_b),
+            },
             50_000,
             true,
             u64::MAX,
@@ -321,7 +332,11 @@ mod tests {
         .unwrap();
         assert_eq!(r.matched, 4);
         // The limit caps what one call does.
-        let r = replay(&store, &Scope::Tenant(ord_b), 50_000, false, 3, |_| {}).unwrap();
+        let r = replay(&store, &Scope::Range {
+                from: 0,
+                to: u64::MAX,
+                tenant: Some(ord_b),
+            }, 50_000, false, 3, |_| {}).unwrap();
         assert_eq!(r.revived, 3);
         assert_eq!(counts(&store), (3, 7));
         assert_checks(&store);

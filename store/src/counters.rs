@@ -69,7 +69,7 @@ impl Field {
 }
 
 /// The six counters of one ordinal.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     pub pending: i64,
     pub scheduled: i64,

@@ -22,7 +22,10 @@
 //!   (and format 2 stores for the upgrade path).
 //! - [`migrate`]: the resumable format 2 → 3 migration.
 //! - [`lock`]: who holds a store.
+//! - [`audit`]: the trail of destructive operator actions.
+//! - [`jobs`]: background job records, committed with their work.
 
+pub mod audit;
 pub mod batch;
 pub mod check;
 mod codec;
@@ -31,6 +34,7 @@ pub mod dedupe;
 pub mod error;
 pub mod fixture;
 pub mod info;
+pub mod jobs;
 pub mod keys;
 pub mod lock;
 pub mod migrate;

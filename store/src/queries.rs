@@ -315,12 +315,16 @@ fn join_dead(store: &Store, keys: &[DeadByTenantKey]) -> Result<Vec<DeadRow>> {
 pub(crate) fn dead_keys_of_tenant(
     store: &Store,
     ord: u32,
+    max_seq: u64,
     limit: usize,
 ) -> Result<Vec<DeadByTenantKey>> {
     let (lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
     let mut keys = Vec::new();
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-        keys.push(DeadByTenantKey::decode(k)?);
+        let key = DeadByTenantKey::decode(k)?;
+        if key.seq <= max_seq {
+            keys.push(key);
+        }
         Ok(if keys.len() >= limit {
             ControlFlow::Break(())
         } else {

@@ -56,7 +56,7 @@ impl InflightRow {
 }
 
 /// A dead row (DLQ entry).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct DeadRow {
     pub ord: u32,
     pub at: u64,

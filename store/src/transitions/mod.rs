@@ -417,6 +417,20 @@ impl PurgeCount {
 /// Returns what it removed and whether the tenant has nothing left of the
 /// requested kinds. Idempotent: calling it again after a crash resumes.
 pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(PurgeCount, bool)> {
+    purge_tenant_chunk(store, ord, kinds, u64::MAX, |_, _, _| {})
+}
+
+/// One chunk of a tenant purge that leaves hooks newer than `max_seq`
+/// alone, so a purge of a tenant that keeps receiving hooks ends. `extra`
+/// adds to the chunk's batch before it commits (a job's progress record),
+/// given what the chunk removes and whether it is the last.
+pub fn purge_tenant_chunk(
+    store: &Store,
+    ord: u32,
+    kinds: PurgeKinds,
+    max_seq: u64,
+    extra: impl FnOnce(&mut Batch, &PurgeCount, bool),
+) -> Result<(PurgeCount, bool)> {
     store.require_writable()?;
     let mut b = Batch::new();
     let mut n = PurgeCount::default();
@@ -425,6 +439,9 @@ pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(
         let (lo, hi) = bounds::tenant(prefix::DUE, ord);
         store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
             let row = DueRow::decode(k, v)?;
+            if row.seq > max_seq {
+                return Ok(ControlFlow::Continue(()));
+            }
             purge_due(&mut b, &row);
             match row.kind {
                 Kind::First => n.pending += 1,
@@ -440,7 +457,7 @@ pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(
     }
     if kinds.dead && taken < CHUNK {
         let want = CHUNK - taken;
-        let dead = crate::queries::dead_keys_of_tenant(store, ord, want)?;
+        let dead = crate::queries::dead_keys_of_tenant(store, ord, max_seq, want)?;
         let found = dead.len();
         if found > 0 {
             let xkeys: Vec<Vec<u8>> = dead.iter().map(|k| enc::dead(&k.dead_key())).collect();
@@ -477,6 +494,7 @@ pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(
         }
     }
     let done = taken < CHUNK;
+    extra(&mut b, &n, done);
     store.commit(b, true)?;
     Ok((n, done))
 }

@@ -1,0 +1,137 @@
+//! The command line's side of the admin socket: one HTTP/1.1 request per
+//! connection over `admin.sock`, JSON in and out.
+//!
+//! Errors keep the daemon's answer: a refusal (`404`, `403`, `400`...)
+//! comes back as the same [`AdminError`] the daemon raised, so the command
+//! line reports it the same way whether it asked a daemon or read the
+//! store itself.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::AdminError;
+
+/// Longest a single request may take (a purge or replay answers at once
+/// with a job; long work is polled).
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connection target: the daemon's socket, and an optional token.
+pub struct Client {
+    socket: PathBuf,
+    token: Option<String>,
+    rt: tokio::runtime::Runtime,
+}
+
+/// Whether a daemon answers on the store's socket.
+pub enum Probe {
+    /// It does.
+    Daemon(Client),
+    /// No socket, or nobody listening on it (a stale file).
+    NoDaemon,
+}
+
+impl Client {
+    /// Connects to the daemon of `store`, if one listens.
+    pub fn probe(store: &Path, token: Option<String>) -> Result<Probe, AdminError> {
+        let socket = crate::daemon::admin::socket_path(store);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| AdminError::Internal(format!("cannot start a runtime: {e}")))?;
+        let alive = rt.block_on(async { tokio::net::UnixStream::connect(&socket).await.is_ok() });
+        if alive {
+            Ok(Probe::Daemon(Client { socket, token, rt }))
+        } else {
+            Ok(Probe::NoDaemon)
+        }
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, AdminError> {
+        self.call(Method::GET, path, None)
+    }
+
+    pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, AdminError> {
+        let bytes =
+            serde_json::to_vec(body).map_err(|e| AdminError::Internal(format!("cannot encode the request: {e}")))?;
+        self.call(Method::POST, path, Some(bytes))
+    }
+
+    fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<T, AdminError> {
+        let fut = request(&self.socket, self.token.as_deref(), method, path, body);
+        let (status, bytes) = self
+            .rt
+            .block_on(async { tokio::time::timeout(TIMEOUT, fut).await })
+            .map_err(|_| AdminError::Internal(format!("the daemon did not answer within {}s", TIMEOUT.as_secs())))??;
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                AdminError::Internal(format!("the daemon's answer is not what this version expects: {e}"))
+            });
+        }
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+        Err(match status {
+            401 => AdminError::Unauthorized(message),
+            403 => AdminError::Forbidden(message),
+            404 => AdminError::NotFound(message),
+            400 => AdminError::BadRequest(message),
+            409 => AdminError::Conflict(message),
+            s => AdminError::Internal(format!("the daemon answered {s}: {message}")),
+        })
+    }
+}
+
+async fn request(
+    socket: &Path,
+    token: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(u16, Bytes), AdminError> {
+    let io_err = |what: &str, e: &dyn std::fmt::Display| {
+        AdminError::Internal(format!("{what} the daemon's socket {}: {e}", socket.display()))
+    };
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| io_err("cannot connect to", &e))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| io_err("cannot talk to", &e))?;
+    let driver = tokio::spawn(conn);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, "ankusa")
+        .header(hyper::header::CONTENT_TYPE, "application/json");
+    if let Some(t) = token {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| AdminError::Internal(format!("cannot build the request: {e}")))?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| io_err("no answer on", &e))?;
+    let status = resp.status().as_u16();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| io_err("cannot read the answer on", &e))?
+        .to_bytes();
+    driver.abort();
+    Ok((status, bytes))
+}

@@ -1,0 +1,535 @@
+//! Purge and replay: dry runs, and real runs as resumable, audited jobs.
+//!
+//! Invariants:
+//! - A dry run counts exactly what the real run would touch if nothing
+//!   else changed in between (purge: the tenant's counters, which equal the
+//!   rows by the store's invariant; replay: the same walk as the real run,
+//!   without the writes). It writes an audit row too.
+//! - A job is created by one synced batch holding its record and its
+//!   `started` audit row, so no destructive work runs unaudited.
+//! - Each chunk of work commits the job's updated record in the same batch
+//!   as the rows it moved: after a crash the record's progress is exactly
+//!   what was done, and resuming continues from what is left (both actions
+//!   are idempotent: purged rows are gone, replayed rows are no longer
+//!   dead).
+//! - A purge leaves hooks newer than the job (by seq) alone and a replay
+//!   of a tenant takes only rows dead-lettered before the job, so a job
+//!   on a busy tenant ends.
+//! - Chunks hold the daemon's row lock ([`crate::daemon::rowlock`]), so a
+//!   job never races the dispatcher's claim or another job for a row.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ankusa_store::transitions::{self, PurgeKinds};
+use ankusa_store::{audit, jobs as stored, queries, Batch, HookId, Store};
+
+use super::access::Principal;
+use super::model::{
+    AuditPage, AuditRecord, DryRun, Job, JobProgress, JobSpec, JobState, Kinds, PurgeCounts,
+    ReplayRequest,
+};
+use super::{AdminError, Result};
+use crate::daemon::replay::{self, Scope};
+
+/// Jobs looked at when listing or resuming (newest first).
+pub const JOBS_SCANNED: usize = 1000;
+
+fn internal(e: impl std::fmt::Display) -> AdminError {
+    AdminError::Internal(e.to_string())
+}
+
+fn writable(store: &Store) -> Result<()> {
+    if matches!(store.mode(), ankusa_store::Mode::Primary) {
+        Ok(())
+    } else {
+        Err(AdminError::Conflict(
+            "the store is open read-only here: purge and replay need the daemon, or the store opened as its writer".into(),
+        ))
+    }
+}
+
+/// Parses `pending,dead` style kinds.
+pub fn parse_kinds(list: &[String]) -> Result<Kinds> {
+    let mut k = Kinds {
+        pending: false,
+        dead: false,
+    };
+    for s in list.iter().flat_map(|s| s.split(',')).map(str::trim) {
+        match s {
+            "pending" => k.pending = true,
+            "dead" => k.dead = true,
+            "" => {}
+            other => {
+                return Err(AdminError::BadRequest(format!(
+                    "unknown kind {other:?}: purge kinds are pending (due rows, first attempts and retries) and dead"
+                )))
+            }
+        }
+    }
+    if !k.pending && !k.dead {
+        return Err(AdminError::BadRequest(
+            "name the kinds to purge: pending, dead or both".into(),
+        ));
+    }
+    Ok(k)
+}
+
+fn kinds_label(k: Kinds) -> &'static str {
+    match (k.pending, k.dead) {
+        (true, true) => "pending+dead",
+        (true, false) => "pending",
+        _ => "dead",
+    }
+}
+
+fn purge_scope(tenant: &str, k: Kinds) -> String {
+    format!("tenant {tenant}, kinds {}", kinds_label(k))
+}
+
+/// What a purge of `tenant` would remove now: its counters.
+fn purge_counts(store: &Store, ord: u32, k: Kinds) -> Result<PurgeCounts> {
+    let c = queries::counters(store, ord)?;
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    Ok(PurgeCounts {
+        pending: if k.pending { n(c.pending) } else { 0 },
+        scheduled: if k.pending { n(c.scheduled) } else { 0 },
+        dead: if k.dead { n(c.dead) } else { 0 },
+    })
+}
+
+/// A replay request resolved against the store and the caller's scope.
+struct ResolvedReplay {
+    scope: Scope,
+    ord: Option<u32>,
+    label: String,
+}
+
+fn resolve_replay(
+    store: &Store,
+    who: &Principal,
+    req: &ReplayRequest,
+    now: u64,
+) -> Result<ResolvedReplay> {
+    let ranged = req.from.is_some() || req.to.is_some();
+    if !req.ids.is_empty() {
+        if req.tenant.is_some() || ranged {
+            return Err(AdminError::BadRequest(
+                "replay by ids, or by tenant and/or time range, not both".into(),
+            ));
+        }
+        let mut ids = Vec::with_capacity(req.ids.len());
+        for s in &req.ids {
+            let id = super::ops::parse_hook_id(s)?;
+            // A scoped caller may only name its own tenant's hooks; any
+            // other is "not found", and nothing is replayed.
+            if !who.is_admin() {
+                let rows = replay::dead_rows_of(store, id.0)?;
+                let mine = match rows.first() {
+                    Some(r) => who.sees_ord(store, r.ord)?,
+                    None => true,
+                };
+                if !mine {
+                    return Err(AdminError::NotFound(format!("no dead hook {s}")));
+                }
+            }
+            ids.push(id);
+        }
+        let label = format!("{} hook id(s)", ids.len());
+        return Ok(ResolvedReplay {
+            scope: Scope::Ids(ids),
+            ord: None,
+            label,
+        });
+    }
+    let tenant = req.tenant.as_deref().or(who.tenant.as_deref());
+    let ord = match tenant {
+        Some(t) => Some(who.tenant_ord(store, t)?),
+        None => None,
+    };
+    if ord.is_none() && !ranged {
+        return Err(AdminError::BadRequest(
+            "name what to replay: ids, a tenant, or a time range (from/to)".into(),
+        ));
+    }
+    let from = req.from.unwrap_or(0);
+    // Rows dead-lettered after the request are not part of it: the bound
+    // makes a replay of a failing tenant end.
+    let to = req.to.unwrap_or(now.saturating_add(1));
+    if to <= from {
+        return Err(AdminError::BadRequest(format!(
+            "empty time range: from {from} is not before to {to}"
+        )));
+    }
+    let mut label = match tenant {
+        Some(t) => format!("tenant {t}"),
+        None => "all tenants".to_owned(),
+    };
+    if ranged {
+        label.push_str(&format!(", dead-lettered in [{from}, {to}) ms"));
+    }
+    Ok(ResolvedReplay {
+        scope: Scope::Range {
+            from,
+            to,
+            tenant: ord,
+        },
+        ord,
+        label,
+    })
+}
+
+fn audit_batch(b: &mut Batch, rec: &AuditRecord) -> Result<()> {
+    let bytes = serde_json::to_vec(rec).map_err(internal)?;
+    audit::append(b, rec.at, &bytes);
+    Ok(())
+}
+
+fn put_job(b: &mut Batch, job: &Job) -> Result<()> {
+    let bytes = serde_json::to_vec(job).map_err(internal)?;
+    stored::put(b, job.id, &bytes);
+    Ok(())
+}
+
+fn record(who: &Principal, action: &str, scope: &str, outcome: &str, rows: u64, at: u64, job: Option<u64>) -> AuditRecord {
+    AuditRecord {
+        id: String::new(),
+        at,
+        who: who.clone(),
+        action: action.to_owned(),
+        scope: scope.to_owned(),
+        dry_run: outcome == "dry_run",
+        outcome: outcome.to_owned(),
+        rows,
+        job,
+    }
+}
+
+/// A purge dry run: counts, and an audit row.
+pub fn dry_run_purge(store: &Store, who: &Principal, tenant: &str, k: Kinds, now: u64) -> Result<DryRun> {
+    writable(store)?;
+    let ord = who.tenant_ord(store, tenant)?;
+    let counts = purge_counts(store, ord, k)?;
+    let scope = purge_scope(tenant, k);
+    let mut b = Batch::new();
+    audit_batch(&mut b, &record(who, "purge", &scope, "dry_run", counts.total(), now, None))?;
+    store.commit(b, true)?;
+    Ok(DryRun {
+        dry_run: true,
+        action: "purge".into(),
+        scope,
+        rows: counts.total(),
+        purge: Some(counts),
+    })
+}
+
+/// A replay dry run: the real walk without the writes, and an audit row.
+pub fn dry_run_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: u64) -> Result<DryRun> {
+    writable(store)?;
+    let r = resolve_replay(store, who, req, now)?;
+    let counted = replay::replay(store, &r.scope, now, true, u64::MAX, |_| {})?;
+    let mut b = Batch::new();
+    audit_batch(&mut b, &record(who, "replay", &r.label, "dry_run", counted.matched, now, None))?;
+    store.commit(b, true)?;
+    Ok(DryRun {
+        dry_run: true,
+        action: "replay".into(),
+        scope: r.label,
+        rows: counted.matched,
+        purge: None,
+    })
+}
+
+fn create(store: &Store, who: &Principal, spec: JobSpec, scope: &str, estimate: u64, now: u64) -> Result<Job> {
+    let id = stored::next_id(store)?;
+    let job = Job {
+        id,
+        spec,
+        by: who.clone(),
+        created_at: now,
+        state: JobState::Running,
+        estimate,
+        progress: JobProgress::default(),
+        finished_at: None,
+        error: None,
+    };
+    let action = match job.spec {
+        JobSpec::Purge { .. } => "purge",
+        JobSpec::Replay { .. } => "replay",
+    };
+    let mut b = Batch::new();
+    put_job(&mut b, &job)?;
+    audit_batch(&mut b, &record(who, action, scope, "started", estimate, now, Some(id)))?;
+    store.commit(b, true)?;
+    Ok(job)
+}
+
+/// Creates a purge job (not yet run): its record and `started` audit row.
+pub fn start_purge(store: &Store, who: &Principal, tenant: &str, k: Kinds, now: u64) -> Result<Job> {
+    writable(store)?;
+    let ord = who.tenant_ord(store, tenant)?;
+    let estimate = purge_counts(store, ord, k)?.total();
+    // Hooks ingested from now on get larger seqs and are not purged.
+    let max_seq = store.next_seq()?.saturating_sub(1);
+    let spec = JobSpec::Purge {
+        tenant: tenant.to_owned(),
+        ord,
+        kinds: k,
+        max_seq,
+    };
+    create(store, who, spec, &purge_scope(tenant, k), estimate, now)
+}
+
+/// Creates a replay job (not yet run). Time bounds are fixed now, so a
+/// resumed job replays the same selection.
+pub fn start_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: u64) -> Result<Job> {
+    writable(store)?;
+    let r = resolve_replay(store, who, req, now)?;
+    let estimate = replay::replay(store, &r.scope, now, true, u64::MAX, |_| {})?.matched;
+    let mut fixed = req.clone();
+    fixed.dry_run = false;
+    if let Scope::Range { from, to, .. } = r.scope {
+        fixed.from = Some(from);
+        fixed.to = Some(to);
+    }
+    let spec = JobSpec::Replay {
+        request: fixed,
+        ord: r.ord,
+    };
+    create(store, who, spec, &r.label, estimate, now)
+}
+
+/// Runs a job until it is done, fails, or `stop` is set (then it stays
+/// `running` and the next [`resume_all`] picks it up). `progress` sees the
+/// job after each committed chunk.
+pub fn run(
+    store: &Store,
+    mut job: Job,
+    now: &dyn Fn() -> u64,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&Job),
+) -> Result<Job> {
+    let outcome = match job.spec.clone() {
+        JobSpec::Purge {
+            ord, kinds, max_seq, ..
+        } => run_purge(store, &mut job, ord, kinds, max_seq, stop, &mut progress),
+        JobSpec::Replay { request, ord } => {
+            run_replay(store, &mut job, &request, ord, now, stop, &mut progress)
+        }
+    };
+    let finished = match outcome {
+        Ok(true) => JobState::Done,
+        Ok(false) => return Ok(job),
+        Err(e) => {
+            job.error = Some(e.to_string());
+            JobState::Failed
+        }
+    };
+    job.state = finished;
+    let at = now();
+    job.finished_at = Some(at);
+    let (action, scope) = match &job.spec {
+        JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
+        JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
+    };
+    let outcome = if finished == JobState::Done { "done" } else { "failed" };
+    let mut b = Batch::new();
+    put_job(&mut b, &job)?;
+    audit_batch(
+        &mut b,
+        &record(&job.by, action, &scope, outcome, job.progress.rows(), at, Some(job.id)),
+    )?;
+    store.commit(b, true)?;
+    progress(&job);
+    Ok(job)
+}
+
+fn replay_label(r: &ReplayRequest) -> String {
+    if !r.ids.is_empty() {
+        return format!("{} hook id(s)", r.ids.len());
+    }
+    let mut s = match &r.tenant {
+        Some(t) => format!("tenant {t}"),
+        None => "all tenants".to_owned(),
+    };
+    if let (Some(f), Some(t)) = (r.from, r.to) {
+        s.push_str(&format!(", dead-lettered in [{f}, {t}) ms"));
+    }
+    s
+}
+
+fn run_purge(
+    store: &Store,
+    job: &mut Job,
+    ord: u32,
+    k: Kinds,
+    max_seq: u64,
+    stop: &AtomicBool,
+    progress: &mut impl FnMut(&Job),
+) -> Result<bool> {
+    let kinds = PurgeKinds {
+        pending: k.pending,
+        dead: k.dead,
+    };
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut encode_err = None;
+        let (n, done) = {
+            let _rows = crate::daemon::rowlock::hold();
+            let base = job.clone();
+            transitions::purge_tenant_chunk(store, ord, kinds, max_seq, |b, n, _| {
+                let mut next = base;
+                add_purged(&mut next.progress, n);
+                if let Err(e) = put_job(b, &next) {
+                    encode_err = Some(e);
+                }
+            })?
+        };
+        add_purged(&mut job.progress, &n);
+        if let Some(e) = encode_err {
+            return Err(e);
+        }
+        progress(job);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+fn add_purged(p: &mut JobProgress, n: &transitions::PurgeCount) {
+    p.purged.pending += n.pending;
+    p.purged.scheduled += n.scheduled;
+    p.purged.dead += n.dead;
+}
+
+fn run_replay(
+    store: &Store,
+    job: &mut Job,
+    req: &ReplayRequest,
+    ord: Option<u32>,
+    now: &dyn Fn() -> u64,
+    stop: &AtomicBool,
+    progress: &mut impl FnMut(&Job),
+) -> Result<bool> {
+    let scope = if req.ids.is_empty() {
+        Scope::Range {
+            from: req.from.unwrap_or(0),
+            to: req.to.unwrap_or(u64::MAX),
+            tenant: ord,
+        }
+    } else {
+        let mut ids = Vec::with_capacity(req.ids.len());
+        for s in &req.ids {
+            ids.push(HookId::parse(s).map_err(|e| AdminError::BadRequest(e.to_string()))?);
+        }
+        Scope::Ids(ids)
+    };
+    // Rounds of one chunk each, so a stop request is seen between chunks;
+    // a round that finds nothing dead in scope ends the job.
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let base = job.clone();
+        let mut encode_err = None;
+        let r = replay::replay_with(
+            store,
+            &scope,
+            now(),
+            false,
+            transitions::CHUNK as u64,
+            |_| {},
+            |b, r| {
+                let mut next = base.clone();
+                next.progress.replayed += r.revived;
+                if let Err(e) = put_job(b, &next) {
+                    encode_err = Some(e);
+                }
+            },
+        )?;
+        job.progress.replayed += r.revived;
+        if let Some(e) = encode_err {
+            return Err(e);
+        }
+        progress(job);
+        if r.matched == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn decode(id: u64, bytes: &[u8]) -> Result<Job> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| AdminError::Internal(format!("job {id}: unreadable record: {e}")))
+}
+
+/// One job, if the caller may see it (its own, or any for an admin).
+pub fn get(store: &Store, who: &Principal, id: u64) -> Result<Job> {
+    let missing = || AdminError::NotFound(format!("no job {id}"));
+    let bytes = stored::get(store, id)?.ok_or_else(missing)?;
+    let job = decode(id, &bytes)?;
+    if !who.is_admin() && job.by.name != who.name {
+        return Err(missing());
+    }
+    Ok(job)
+}
+
+/// The newest jobs the caller may see.
+pub fn list(store: &Store, who: &Principal, limit: usize) -> Result<Vec<Job>> {
+    let mut out = Vec::new();
+    for (id, bytes) in stored::list(store, JOBS_SCANNED)? {
+        let job = decode(id, &bytes)?;
+        if who.is_admin() || job.by.name == who.name {
+            out.push(job);
+            if out.len() >= limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Jobs a previous process left running (among the newest
+/// [`JOBS_SCANNED`]), oldest first.
+pub fn unfinished(store: &Store) -> Result<Vec<Job>> {
+    let mut out = Vec::new();
+    for (id, bytes) in stored::list(store, JOBS_SCANNED)? {
+        let job = decode(id, &bytes)?;
+        if job.state == JobState::Running {
+            out.push(job);
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// The audit log, newest first (admin only).
+pub fn audit_page(store: &Store, who: &Principal, cursor: Option<&str>, limit: usize) -> Result<AuditPage> {
+    who.require_admin("the audit log")?;
+    if limit == 0 || limit > super::ops::MAX_PAGE {
+        return Err(AdminError::BadRequest(format!(
+            "limit must be 1 to {}, not {limit}",
+            super::ops::MAX_PAGE
+        )));
+    }
+    let before = match cursor {
+        Some(c) => Some(
+            audit::AuditKey::parse_cursor(c)
+                .ok_or_else(|| AdminError::BadRequest(format!("bad cursor {c:?}")))?,
+        ),
+        None => None,
+    };
+    let rows = audit::page(store, before, limit)?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|r| r.key.cursor()))
+        .flatten();
+    let mut records = Vec::with_capacity(rows.len());
+    for r in rows {
+        let mut rec: AuditRecord = serde_json::from_slice(&r.record)
+            .map_err(|e| AdminError::Internal(format!("audit record {}: {e}", r.key.cursor())))?;
+        rec.id = r.key.cursor();
+        records.push(rec);
+    }
+    Ok(AuditPage { records, next })
+}

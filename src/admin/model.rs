@@ -1,0 +1,272 @@
+//! The JSON shapes of the admin API and of `--json` output (stable;
+//! documented in docs/admin-api.md). Field additions are compatible;
+//! renames and removals are not.
+
+use ankusa_store::tenants::TenantInfo;
+use ankusa_store::{Counters, DeadRow};
+use serde::{Deserialize, Serialize};
+
+use super::access::Principal;
+
+/// `GET /v1/admin/stats`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stats {
+    pub store: String,
+    pub format: u32,
+    /// Node-aggregate counters (ordinal 0): point reads, never a fold.
+    pub node: Counters,
+    /// Age of the oldest due row (ms), when one is overdue.
+    pub oldest_due_age_ms: Option<u64>,
+    /// Tenant ordinals allocated.
+    pub tenants: u32,
+    /// Tenants with rows due now (a lower bound when `active_exact` is
+    /// false: the walk of the active index is bounded).
+    pub active_tenants: u64,
+    pub active_exact: bool,
+    /// Present when a daemon answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    pub pid: u32,
+    pub version: String,
+    pub uptime_ms: u64,
+    pub jobs_running: u64,
+}
+
+/// `GET /v1/admin/tenants`: one page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TenantsPage {
+    pub tenants: Vec<TenantInfo>,
+    /// Pass as `cursor` for the next page; absent on the last one.
+    pub next: Option<String>,
+}
+
+/// `GET /v1/admin/tenants/{tenant}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TenantDetail {
+    pub tenant: String,
+    pub ord: u32,
+    pub counters: Counters,
+    /// Due time (ms) of the tenant's first due row (overdue or scheduled).
+    pub first_due_at: Option<u64>,
+    /// How overdue that row is (0 when it is scheduled in the future).
+    pub oldest_due_age_ms: Option<u64>,
+    /// The five newest dead rows.
+    pub latest_dead: Vec<DlqEntry>,
+}
+
+/// One DLQ row with its tenant's id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DlqEntry {
+    pub tenant: String,
+    #[serde(flatten)]
+    pub row: DeadRow,
+}
+
+/// `GET /v1/admin/dlq`: one page, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DlqPage {
+    pub entries: Vec<DlqEntry>,
+    pub next: Option<String>,
+}
+
+/// One delivery attempt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptView {
+    pub at: u64,
+    /// HTTP status; 0 when no response came.
+    pub status: u16,
+    pub error: String,
+}
+
+/// A bounded, redacted view of a hook (the console's preview rules).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HookView {
+    pub received_at: u64,
+    pub source: String,
+    pub idempotency_key: Option<String>,
+    /// Secret-looking header values are replaced by `[redacted, N bytes]`.
+    pub headers: Vec<(String, String)>,
+    pub body_len: usize,
+    /// `text` (UTF-8, cut at 2 KiB), `binary` (hex dump of 256 bytes) or
+    /// `empty`.
+    pub body_kind: String,
+    pub body_preview: Vec<String>,
+    pub body_truncated: bool,
+}
+
+/// `GET /v1/admin/dlq/{hook_id}`: a dead hook, each dead sink with its
+/// delivery history.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DlqDetail {
+    pub hook_id: String,
+    pub tenant: String,
+    pub dead: Vec<DeadSink>,
+    /// Absent when the hook's body is gone (it should not be while a row
+    /// is dead; `ankusa store check` would say).
+    pub hook: Option<HookView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeadSink {
+    pub sink: u16,
+    pub dead_at: u64,
+    pub attempts: u16,
+    pub history: Vec<AttemptView>,
+}
+
+/// What a purge removes (or, dry, would remove).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeCounts {
+    pub pending: u64,
+    pub scheduled: u64,
+    pub dead: u64,
+}
+
+impl PurgeCounts {
+    pub fn total(&self) -> u64 {
+        self.pending + self.scheduled + self.dead
+    }
+}
+
+/// Which rows a purge takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kinds {
+    /// Due rows: first attempts and scheduled retries.
+    pub pending: bool,
+    pub dead: bool,
+}
+
+/// A replay's selection, as asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayRequest {
+    /// Hook ids (`hk_...`); every dead sink of each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    /// One tenant's dead rows (alone, or to narrow a time range).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Dead-lettered at or after (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// Dead-lettered before (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// A purge request body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeRequest {
+    /// Any of `pending`, `dead`.
+    pub kinds: Vec<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// The answer to a dry run: exactly what the real run would touch now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DryRun {
+    pub dry_run: bool,
+    pub action: String,
+    pub scope: String,
+    pub rows: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge: Option<PurgeCounts>,
+}
+
+/// A background job (purge or replay) and its progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: u64,
+    pub spec: JobSpec,
+    pub by: Principal,
+    pub created_at: u64,
+    pub state: JobState,
+    /// Rows the dry run counted when the job was created.
+    pub estimate: u64,
+    pub progress: JobProgress,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Running,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    pub purged: PurgeCounts,
+    pub replayed: u64,
+}
+
+impl JobProgress {
+    pub fn rows(&self) -> u64 {
+        self.purged.total() + self.replayed
+    }
+}
+
+/// What a job does. Each is idempotent, so a job resumed after a crash
+/// simply runs again from what is left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum JobSpec {
+    Purge {
+        tenant: String,
+        ord: u32,
+        kinds: Kinds,
+        /// Hooks newer than this are left alone, so a purge of a tenant
+        /// that keeps sending ends.
+        max_seq: u64,
+    },
+    Replay {
+        request: ReplayRequest,
+        /// The tenant's ordinal when the request names one.
+        ord: Option<u32>,
+    },
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// `at.n` cursor of this record (filled when read).
+    #[serde(default)]
+    pub id: String,
+    pub at: u64,
+    pub who: Principal,
+    /// `purge` or `replay`.
+    pub action: String,
+    /// Human-readable scope (`tenant acme, kinds pending+dead`).
+    pub scope: String,
+    pub dry_run: bool,
+    /// `dry_run`, `started` (rows: the count it expects), `done` or
+    /// `failed` (rows: what it actually touched).
+    pub outcome: String,
+    /// Rows touched (a dry run or a start: rows it would touch).
+    pub rows: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
+}
+
+/// `GET /v1/admin/audit`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub records: Vec<AuditRecord>,
+    pub next: Option<String>,
+}
+
+/// `GET /v1/admin/jobs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobsPage {
+    pub jobs: Vec<Job>,
+}

@@ -1,0 +1,261 @@
+//! Bounded reads for operators: node stats, tenant pages, one tenant, DLQ
+//! pages and one DLQ entry.
+//!
+//! Every function's cost is what it returns: counters are point reads,
+//! pages are bounded scans resumed from a cursor, the active-tenant count is
+//! a walk of at most [`queries::MARKER_BUDGET`] markers. None folds a row
+//! family. A tenant-scoped caller's DLQ reads scan only its tenant's `X`
+//! range.
+
+use ankusa_store::queries::{self, DlqCursor};
+use ankusa_store::tenants::{self, Name};
+use ankusa_store::{Field, HookId, Store};
+
+use super::access::Principal;
+use super::model::{
+    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, Stats, TenantDetail,
+    TenantsPage,
+};
+use super::{AdminError, Result};
+
+/// Largest page any listing returns.
+pub const MAX_PAGE: usize = 1000;
+
+fn page_size(limit: usize) -> Result<usize> {
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(AdminError::BadRequest(format!(
+            "limit must be 1 to {MAX_PAGE}, not {limit}"
+        )));
+    }
+    Ok(limit)
+}
+
+/// Node-wide numbers (admin only).
+pub fn stats(store: &Store, who: &Principal, now: u64) -> Result<Stats> {
+    who.require_admin("node stats")?;
+    let node = queries::node_counters(store)?;
+    let oldest = queries::oldest_due(store)?;
+    let active = queries::active_summary(store, now, queries::MARKER_BUDGET)?;
+    Ok(Stats {
+        store: store.path().display().to_string(),
+        format: store.format()?.unwrap_or(0),
+        node,
+        oldest_due_age_ms: oldest.filter(|o| o.at <= now).map(|o| o.age_ms(now)),
+        tenants: tenants::allocated(store)?,
+        active_tenants: active.tenants as u64,
+        active_exact: active.complete,
+        daemon: None,
+    })
+}
+
+/// A page of tenants: in ordinal order (cursor: the last ordinal), or by a
+/// counter, largest first (cursor: `value:ordinal`). A tenant-scoped
+/// caller sees a page holding only its own tenant.
+pub fn tenants_page(
+    store: &Store,
+    who: &Principal,
+    sort: Option<&str>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<TenantsPage> {
+    let limit = page_size(limit)?;
+    if let Some(own) = &who.tenant {
+        let ord = who.tenant_ord(store, own)?;
+        let counters = queries::counters(store, ord)?;
+        return Ok(TenantsPage {
+            tenants: vec![tenants::TenantInfo {
+                ord,
+                id: own.clone(),
+                counters,
+            }],
+            next: None,
+        });
+    }
+    let bad_cursor = |c: &str| AdminError::BadRequest(format!("bad cursor {c:?}"));
+    match sort {
+        None => {
+            let after = match cursor {
+                Some(c) => Some(c.parse::<u32>().map_err(|_| bad_cursor(c))?),
+                None => None,
+            };
+            let list = tenants::page(store, after, limit)?;
+            let next = (list.len() == limit)
+                .then(|| list.last().map(|t| t.ord.to_string()))
+                .flatten();
+            Ok(TenantsPage {
+                tenants: list,
+                next,
+            })
+        }
+        Some(f) => {
+            let field = Field::parse(f).ok_or_else(|| {
+                AdminError::BadRequest(format!(
+                    "unknown counter {f:?}: sort by pending, scheduled, inflight, dead, bytes or archive_pending"
+                ))
+            })?;
+            let after = match cursor {
+                Some(c) => {
+                    let (v, o) = c.split_once(':').ok_or_else(|| bad_cursor(c))?;
+                    Some((
+                        v.parse::<i64>().map_err(|_| bad_cursor(c))?,
+                        o.parse::<u32>().map_err(|_| bad_cursor(c))?,
+                    ))
+                }
+                None => None,
+            };
+            let list = tenants::top_by_after(store, field, after, limit)?;
+            let next = (list.len() == limit)
+                .then(|| {
+                    list.last()
+                        .map(|t| format!("{}:{}", t.counters.get(field), t.ord))
+                })
+                .flatten();
+            Ok(TenantsPage {
+                tenants: list,
+                next,
+            })
+        }
+    }
+}
+
+/// One tenant: counters, first due row, five newest dead rows.
+pub fn tenant_detail(store: &Store, who: &Principal, tenant: &str, now: u64) -> Result<TenantDetail> {
+    let ord = who.tenant_ord(store, tenant)?;
+    let counters = queries::counters(store, ord)?;
+    let first = queries::first_due(store, ord)?;
+    let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
+    Ok(TenantDetail {
+        tenant: tenant.to_owned(),
+        ord,
+        counters,
+        first_due_at: first.as_ref().map(|r| r.at),
+        oldest_due_age_ms: first.map(|r| now.saturating_sub(r.at)),
+        latest_dead: dlq
+            .entries
+            .into_iter()
+            .map(|row| DlqEntry {
+                tenant: tenant.to_owned(),
+                row,
+            })
+            .collect(),
+    })
+}
+
+/// A DLQ page, newest first: one tenant's, or (admin only) the node's. A
+/// tenant-scoped caller who names no tenant gets its own.
+pub fn dlq_page(
+    store: &Store,
+    who: &Principal,
+    tenant: Option<&str>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<DlqPage> {
+    let limit = page_size(limit)?;
+    let cursor = match cursor {
+        Some(c) => Some(
+            DlqCursor::parse(c).ok_or_else(|| AdminError::BadRequest(format!("bad cursor {c:?}")))?,
+        ),
+        None => None,
+    };
+    let tenant = tenant.or(who.tenant.as_deref());
+    let page = match tenant {
+        Some(t) => {
+            let ord = who.tenant_ord(store, t)?;
+            queries::dlq_page_for_tenant(store, ord, cursor, limit)?
+        }
+        None => queries::dlq_page(store, cursor, limit)?,
+    };
+    let mut names = std::collections::HashMap::new();
+    let mut entries = Vec::with_capacity(page.entries.len());
+    for row in page.entries {
+        let name = match names.get(&row.ord) {
+            Some(n) => String::clone(n),
+            None => {
+                let n = tenant_name(store, row.ord)?;
+                names.insert(row.ord, n.clone());
+                n
+            }
+        };
+        entries.push(DlqEntry { tenant: name, row });
+    }
+    Ok(DlqPage {
+        entries,
+        next: page.next.map(|c| c.encode()),
+    })
+}
+
+fn tenant_name(store: &Store, ord: u32) -> Result<String> {
+    Ok(match tenants::name_of(store, ord)? {
+        Some(Name::Live(id)) => id,
+        Some(Name::Erased) => format!("(erased #{ord})"),
+        None => format!("(unknown #{ord})"),
+    })
+}
+
+/// Parses `hk_` + 16 hex digits.
+pub fn parse_hook_id(s: &str) -> Result<HookId> {
+    HookId::parse(s)
+        .map_err(|_| AdminError::BadRequest(format!("{s:?} is not a hook id (hk_ and 16 hex digits)")))
+}
+
+/// One dead hook: every sink that dead-lettered it, with its delivery
+/// history, and a bounded, redacted preview of the hook.
+pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDetail> {
+    let id = parse_hook_id(hook_id)?;
+    let missing = || AdminError::NotFound(format!("no dead hook {hook_id}"));
+    let rows = crate::daemon::replay::dead_rows_of(store, id.0)?;
+    let Some(first) = rows.first() else {
+        return Err(missing());
+    };
+    if !who.sees_ord(store, first.ord)? {
+        return Err(missing());
+    }
+    let tenant = tenant_name(store, first.ord)?;
+    let mut dead = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let d = queries::delivery(store, r.seq, r.sink)?;
+        dead.push(DeadSink {
+            sink: r.sink,
+            dead_at: r.at,
+            attempts: d.as_ref().map_or(0, |d| d.attempts),
+            history: d
+                .map(|d| {
+                    d.history
+                        .into_iter()
+                        .map(|a| AttemptView {
+                            at: a.at,
+                            status: a.status,
+                            error: a.error,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        });
+    }
+    let hook = queries::hook(store, id.0)?.map(|env| {
+        let p = ankusa_ui::preview::build(&env);
+        let (body_kind, body_preview, body_truncated) = match p.body {
+            ankusa_ui::preview::Body::Empty => ("empty", Vec::new(), false),
+            ankusa_ui::preview::Body::Text { text, truncated } => {
+                ("text", text.lines().map(str::to_owned).collect(), truncated)
+            }
+            ankusa_ui::preview::Body::Binary { hex, truncated } => ("binary", hex, truncated),
+        };
+        HookView {
+            received_at: env.received_at,
+            source: p.source,
+            idempotency_key: p.idempotency_key,
+            headers: p.headers,
+            body_len: p.body_len,
+            body_kind: body_kind.to_owned(),
+            body_preview,
+            body_truncated,
+        }
+    });
+    Ok(DlqDetail {
+        hook_id: id.to_string(),
+        tenant,
+        dead,
+        hook,
+    })
+}

@@ -1,0 +1,203 @@
+//! `ankusa dlq list|show|replay`: the dead-letter queue, through the
+//! daemon when one runs ([`super::backend`]).
+
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use color_eyre::eyre::{eyre, Result};
+
+use super::backend::{self, Action, Backend};
+use super::{print_json, DlqCommand};
+use crate::admin::model::{DlqDetail, ReplayRequest};
+use crate::output;
+
+fn ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
+    match cmd {
+        DlqCommand::List {
+            store,
+            admin,
+            tenant,
+            limit,
+            cursor,
+            json,
+        } => {
+            let b = Backend::open(&store.store, admin.token, false)?;
+            let page = b.dlq(tenant.as_deref(), cursor.as_deref(), limit)?;
+            if json {
+                print_json(&page)?;
+            } else {
+                let now = ankusa_store::system_now_ms();
+                let rows: Vec<Vec<String>> = page
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        vec![
+                            e.row.hook_id.clone(),
+                            e.tenant.clone(),
+                            e.row.sink.to_string(),
+                            format!("{} ago", output::age(now.saturating_sub(e.row.at))),
+                            e.row.source_id.clone(),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    output::table(&["hook", "tenant", "sink", "dead", "source"], &rows)
+                );
+                if let Some(next) = &page.next {
+                    eprintln!("more: --cursor {next}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqCommand::Show {
+            id,
+            store,
+            admin,
+            json,
+        } => {
+            let b = Backend::open(&store.store, admin.token, false)?;
+            let d = b.dlq_entry(&id)?;
+            if json {
+                print_json(&d)?;
+            } else {
+                print!("{}", detail_text(&d, ankusa_store::system_now_ms()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqCommand::Replay {
+            store,
+            admin,
+            ids,
+            tenant,
+            since,
+            from,
+            until,
+            dry_run,
+            yes,
+            json,
+        } => {
+            let now = ankusa_store::system_now_ms();
+            let from = match (since, from) {
+                (Some(d), _) => Some(now.saturating_sub(
+                    u64::try_from(std::time::Duration::from(d).as_millis()).unwrap_or(u64::MAX),
+                )),
+                (None, Some(t)) => Some(ms(t.into())),
+                (None, None) => None,
+            };
+            let req = ReplayRequest {
+                ids,
+                tenant,
+                from,
+                to: until.map(|t| ms(t.into())),
+                dry_run,
+            };
+            let b = Backend::open(&store.store, admin.token, true)?;
+            let Action::Counted(count) = b.replay(req.clone(), true)? else {
+                return Err(eyre!("the dry run started a job"));
+            };
+            if dry_run {
+                if json {
+                    print_json(&count)?;
+                } else {
+                    println!(
+                        "dry run: replay {} would make {} dead rows due again via {}",
+                        count.scope,
+                        count.rows,
+                        b.describe()
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !yes {
+                eprintln!(
+                    "replay {}: {} dead rows become due again via {}",
+                    count.scope,
+                    count.rows,
+                    b.describe()
+                );
+                backend::confirm("type yes to replay them: ", "yes")?;
+            }
+            let Action::Started(job) = b.replay(req, false)? else {
+                return Err(eyre!("the replay did not start a job"));
+            };
+            let done = b.finish(job)?;
+            if json {
+                print_json(&done)?;
+            } else {
+                println!(
+                    "job {} {}: replayed {} dead rows",
+                    done.id,
+                    backend::state(&done),
+                    done.progress.replayed
+                );
+            }
+            Ok(if done.state == crate::admin::model::JobState::Done {
+                ExitCode::SUCCESS
+            } else {
+                if let Some(e) = &done.error {
+                    eprintln!("ankusa: job {} failed: {e}", done.id);
+                }
+                ExitCode::from(2)
+            })
+        }
+    }
+}
+
+fn detail_text(d: &DlqDetail, now: u64) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "hook         {} (tenant {})", d.hook_id, d.tenant);
+    for s in &d.dead {
+        let _ = writeln!(
+            o,
+            "sink {}       dead {} ago after {} attempts",
+            s.sink,
+            output::age(now.saturating_sub(s.dead_at)),
+            s.attempts
+        );
+        for a in &s.history {
+            let status = if a.status == 0 {
+                "no response".to_owned()
+            } else {
+                a.status.to_string()
+            };
+            let _ = writeln!(
+                o,
+                "  {} ago  {status}  {}",
+                output::age(now.saturating_sub(a.at)),
+                a.error
+            );
+        }
+    }
+    match &d.hook {
+        Some(h) => {
+            let _ = writeln!(o, "source       {}", h.source);
+            if let Some(k) = &h.idempotency_key {
+                let _ = writeln!(o, "idempotency  {k}");
+            }
+            for (name, value) in &h.headers {
+                let _ = writeln!(o, "header       {name}: {value}");
+            }
+            let _ = writeln!(
+                o,
+                "body         {} bytes, {}{}",
+                h.body_len,
+                h.body_kind,
+                if h.body_truncated { ", cut" } else { "" }
+            );
+            for line in &h.body_preview {
+                let _ = writeln!(o, "  {line}");
+            }
+        }
+        None => {
+            let _ = writeln!(o, "body         (gone)");
+        }
+    }
+    o
+}
