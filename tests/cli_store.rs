@@ -152,7 +152,12 @@ fn a_fixture_passes_store_check_and_tenants_list_agrees_with_the_index() {
     assert_eq!(more.len(), 3);
     assert!(dead[2] >= more[0], "{dead:?} then {more:?}");
     let ords = |v: &serde_json::Value| -> Vec<u64> {
-        v["tenants"].as_array().unwrap().iter().map(|t| t["ord"].as_u64().unwrap()).collect()
+        v["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["ord"].as_u64().unwrap())
+            .collect()
     };
     let (a, b) = (ords(&v), ords(&next));
     assert!(a.iter().all(|o| !b.contains(o)), "{a:?} {b:?}");

@@ -54,7 +54,9 @@ impl Peer {
     }
 
     fn label(&self) -> String {
-        self.user.clone().unwrap_or_else(|| format!("uid {}", self.uid))
+        self.user
+            .clone()
+            .unwrap_or_else(|| format!("uid {}", self.uid))
     }
 }
 

@@ -61,21 +61,37 @@ impl Client {
         self.call(Method::GET, path, None)
     }
 
-    pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, AdminError> {
-        let bytes =
-            serde_json::to_vec(body).map_err(|e| AdminError::Internal(format!("cannot encode the request: {e}")))?;
+    pub fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, AdminError> {
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| AdminError::Internal(format!("cannot encode the request: {e}")))?;
         self.call(Method::POST, path, Some(bytes))
     }
 
-    fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<T, AdminError> {
+    fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T, AdminError> {
         let fut = request(&self.socket, self.token.as_deref(), method, path, body);
         let (status, bytes) = self
             .rt
             .block_on(async { tokio::time::timeout(TIMEOUT, fut).await })
-            .map_err(|_| AdminError::Internal(format!("the daemon did not answer within {}s", TIMEOUT.as_secs())))??;
+            .map_err(|_| {
+                AdminError::Internal(format!(
+                    "the daemon did not answer within {}s",
+                    TIMEOUT.as_secs()
+                ))
+            })??;
         if (200..300).contains(&status) {
             return serde_json::from_slice(&bytes).map_err(|e| {
-                AdminError::Internal(format!("the daemon's answer is not what this version expects: {e}"))
+                AdminError::Internal(format!(
+                    "the daemon's answer is not what this version expects: {e}"
+                ))
             });
         }
         let message = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -101,7 +117,10 @@ async fn request(
     body: Option<Vec<u8>>,
 ) -> Result<(u16, Bytes), AdminError> {
     let io_err = |what: &str, e: &dyn std::fmt::Display| {
-        AdminError::Internal(format!("{what} the daemon's socket {}: {e}", socket.display()))
+        AdminError::Internal(format!(
+            "{what} the daemon's socket {}: {e}",
+            socket.display()
+        ))
     };
     let stream = tokio::net::UnixStream::connect(socket)
         .await

@@ -160,13 +160,13 @@ fn resolve_replay(
             "empty time range: from {from} is not before to {to}"
         )));
     }
-    let mut label = match tenant {
-        Some(t) => format!("tenant {t}"),
-        None => "all tenants".to_owned(),
-    };
-    if ranged {
-        label.push_str(&format!(", dead-lettered in [{from}, {to}) ms"));
-    }
+    let label = replay_label(&ReplayRequest {
+        ids: Vec::new(),
+        tenant: tenant.map(str::to_owned),
+        from: Some(from),
+        to: Some(to),
+        dry_run: false,
+    });
     Ok(ResolvedReplay {
         scope: Scope::Range {
             from,
@@ -190,7 +190,15 @@ fn put_job(b: &mut Batch, job: &Job) -> Result<()> {
     Ok(())
 }
 
-fn record(who: &Principal, action: &str, scope: &str, outcome: &str, rows: u64, at: u64, job: Option<u64>) -> AuditRecord {
+fn record(
+    who: &Principal,
+    action: &str,
+    scope: &str,
+    outcome: &str,
+    rows: u64,
+    at: u64,
+    job: Option<u64>,
+) -> AuditRecord {
     AuditRecord {
         id: String::new(),
         at,
@@ -205,13 +213,22 @@ fn record(who: &Principal, action: &str, scope: &str, outcome: &str, rows: u64, 
 }
 
 /// A purge dry run: counts, and an audit row.
-pub fn dry_run_purge(store: &Store, who: &Principal, tenant: &str, k: Kinds, now: u64) -> Result<DryRun> {
+pub fn dry_run_purge(
+    store: &Store,
+    who: &Principal,
+    tenant: &str,
+    k: Kinds,
+    now: u64,
+) -> Result<DryRun> {
     writable(store)?;
     let ord = who.tenant_ord(store, tenant)?;
     let counts = purge_counts(store, ord, k)?;
     let scope = purge_scope(tenant, k);
     let mut b = Batch::new();
-    audit_batch(&mut b, &record(who, "purge", &scope, "dry_run", counts.total(), now, None))?;
+    audit_batch(
+        &mut b,
+        &record(who, "purge", &scope, "dry_run", counts.total(), now, None),
+    )?;
     store.commit(b, true)?;
     Ok(DryRun {
         dry_run: true,
@@ -223,12 +240,28 @@ pub fn dry_run_purge(store: &Store, who: &Principal, tenant: &str, k: Kinds, now
 }
 
 /// A replay dry run: the real walk without the writes, and an audit row.
-pub fn dry_run_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: u64) -> Result<DryRun> {
+pub fn dry_run_replay(
+    store: &Store,
+    who: &Principal,
+    req: &ReplayRequest,
+    now: u64,
+) -> Result<DryRun> {
     writable(store)?;
     let r = resolve_replay(store, who, req, now)?;
     let counted = replay::replay(store, &r.scope, now, true, u64::MAX, |_| {})?;
     let mut b = Batch::new();
-    audit_batch(&mut b, &record(who, "replay", &r.label, "dry_run", counted.matched, now, None))?;
+    audit_batch(
+        &mut b,
+        &record(
+            who,
+            "replay",
+            &r.label,
+            "dry_run",
+            counted.matched,
+            now,
+            None,
+        ),
+    )?;
     store.commit(b, true)?;
     Ok(DryRun {
         dry_run: true,
@@ -239,7 +272,14 @@ pub fn dry_run_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: 
     })
 }
 
-fn create(store: &Store, who: &Principal, spec: JobSpec, scope: &str, estimate: u64, now: u64) -> Result<Job> {
+fn create(
+    store: &Store,
+    who: &Principal,
+    spec: JobSpec,
+    scope: &str,
+    estimate: u64,
+    now: u64,
+) -> Result<Job> {
     let id = stored::next_id(store)?;
     let job = Job {
         id,
@@ -258,13 +298,22 @@ fn create(store: &Store, who: &Principal, spec: JobSpec, scope: &str, estimate: 
     };
     let mut b = Batch::new();
     put_job(&mut b, &job)?;
-    audit_batch(&mut b, &record(who, action, scope, "started", estimate, now, Some(id)))?;
+    audit_batch(
+        &mut b,
+        &record(who, action, scope, "started", estimate, now, Some(id)),
+    )?;
     store.commit(b, true)?;
     Ok(job)
 }
 
 /// Creates a purge job (not yet run): its record and `started` audit row.
-pub fn start_purge(store: &Store, who: &Principal, tenant: &str, k: Kinds, now: u64) -> Result<Job> {
+pub fn start_purge(
+    store: &Store,
+    who: &Principal,
+    tenant: &str,
+    k: Kinds,
+    now: u64,
+) -> Result<Job> {
     writable(store)?;
     let ord = who.tenant_ord(store, tenant)?;
     let estimate = purge_counts(store, ord, k)?.total();
@@ -310,7 +359,10 @@ pub fn run(
 ) -> Result<Job> {
     let outcome = match job.spec.clone() {
         JobSpec::Purge {
-            ord, kinds, max_seq, ..
+            ord,
+            kinds,
+            max_seq,
+            ..
         } => run_purge(store, &mut job, ord, kinds, max_seq, stop, &mut progress),
         JobSpec::Replay { request, ord } => {
             run_replay(store, &mut job, &request, ord, now, stop, &mut progress)
@@ -331,12 +383,24 @@ pub fn run(
         JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
         JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
     };
-    let outcome = if finished == JobState::Done { "done" } else { "failed" };
+    let outcome = if finished == JobState::Done {
+        "done"
+    } else {
+        "failed"
+    };
     let mut b = Batch::new();
     put_job(&mut b, &job)?;
     audit_batch(
         &mut b,
-        &record(&job.by, action, &scope, outcome, job.progress.rows(), at, Some(job.id)),
+        &record(
+            &job.by,
+            action,
+            &scope,
+            outcome,
+            job.progress.rows(),
+            at,
+            Some(job.id),
+        ),
     )?;
     store.commit(b, true)?;
     progress(&job);
@@ -351,8 +415,18 @@ fn replay_label(r: &ReplayRequest) -> String {
         Some(t) => format!("tenant {t}"),
         None => "all tenants".to_owned(),
     };
-    if let (Some(f), Some(t)) = (r.from, r.to) {
-        s.push_str(&format!(", dead-lettered in [{f}, {t}) ms"));
+    // A time past what the clock can show (a typed `to` of u64::MAX)
+    // prints as its number rather than overflowing.
+    let at = |ms: u64| match std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
+    {
+        Some(t) if ms < 253_402_300_800_000 => humantime::format_rfc3339_millis(t).to_string(),
+        _ => format!("{ms} ms"),
+    };
+    match (r.from, r.to) {
+        (Some(0) | None, Some(t)) => s.push_str(&format!(", dead-lettered before {}", at(t))),
+        (Some(f), Some(t)) => s.push_str(&format!(", dead-lettered from {} to {}", at(f), at(t))),
+        (Some(f), None) => s.push_str(&format!(", dead-lettered from {}", at(f))),
+        (None, None) => {}
     }
     s
 }
@@ -505,7 +579,12 @@ pub fn unfinished(store: &Store) -> Result<Vec<Job>> {
 }
 
 /// The audit log, newest first (admin only).
-pub fn audit_page(store: &Store, who: &Principal, cursor: Option<&str>, limit: usize) -> Result<AuditPage> {
+pub fn audit_page(
+    store: &Store,
+    who: &Principal,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<AuditPage> {
     who.require_admin("the audit log")?;
     if limit == 0 || limit > super::ops::MAX_PAGE {
         return Err(AdminError::BadRequest(format!(

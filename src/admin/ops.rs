@@ -13,8 +13,7 @@ use ankusa_store::{Field, HookId, Store};
 
 use super::access::Principal;
 use super::model::{
-    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, Stats, TenantDetail,
-    TenantsPage,
+    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, Stats, TenantDetail, TenantsPage,
 };
 use super::{AdminError, Result};
 
@@ -119,7 +118,12 @@ pub fn tenants_page(
 }
 
 /// One tenant: counters, first due row, five newest dead rows.
-pub fn tenant_detail(store: &Store, who: &Principal, tenant: &str, now: u64) -> Result<TenantDetail> {
+pub fn tenant_detail(
+    store: &Store,
+    who: &Principal,
+    tenant: &str,
+    now: u64,
+) -> Result<TenantDetail> {
     let ord = who.tenant_ord(store, tenant)?;
     let counters = queries::counters(store, ord)?;
     let first = queries::first_due(store, ord)?;
@@ -153,7 +157,8 @@ pub fn dlq_page(
     let limit = page_size(limit)?;
     let cursor = match cursor {
         Some(c) => Some(
-            DlqCursor::parse(c).ok_or_else(|| AdminError::BadRequest(format!("bad cursor {c:?}")))?,
+            DlqCursor::parse(c)
+                .ok_or_else(|| AdminError::BadRequest(format!("bad cursor {c:?}")))?,
         ),
         None => None,
     };
@@ -194,8 +199,9 @@ fn tenant_name(store: &Store, ord: u32) -> Result<String> {
 
 /// Parses `hk_` + 16 hex digits.
 pub fn parse_hook_id(s: &str) -> Result<HookId> {
-    HookId::parse(s)
-        .map_err(|_| AdminError::BadRequest(format!("{s:?} is not a hook id (hk_ and 16 hex digits)")))
+    HookId::parse(s).map_err(|_| {
+        AdminError::BadRequest(format!("{s:?} is not a hook id (hk_ and 16 hex digits)"))
+    })
 }
 
 /// One dead hook: every sink that dead-lettered it, with its delivery

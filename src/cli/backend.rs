@@ -47,7 +47,10 @@ impl Backend {
     /// read-only (`write` false) or as its writer.
     pub fn open(dir: &Path, token: Option<String>, write: bool) -> Result<Backend> {
         if !dir.is_dir() {
-            return Err(eyre!("no store at {}: the directory does not exist", dir.display()));
+            return Err(eyre!(
+                "no store at {}: the directory does not exist",
+                dir.display()
+            ));
         }
         if let Probe::Daemon(c) = Client::probe(dir, token)? {
             return Ok(Backend::Daemon(c));
@@ -67,7 +70,9 @@ impl Backend {
                     ));
                 }
                 Err(e) => {
-                    return Err(eyre!(e).wrap_err(format!("cannot open the store at {}", dir.display())))
+                    return Err(
+                        eyre!(e).wrap_err(format!("cannot open the store at {}", dir.display()))
+                    )
                 }
             }
         } else {
@@ -94,13 +99,29 @@ impl Backend {
                 job.by.name,
                 describe(&job)
             );
-            let done = jobs::run(store, job, &ankusa_store::system_now_ms, &AtomicBool::new(false), |_| {})?;
-            eprintln!("ankusa: job {} {}: {} rows", done.id, state(&done), done.progress.rows());
+            let done = jobs::run(
+                store,
+                job,
+                &ankusa_store::system_now_ms,
+                &AtomicBool::new(false),
+                |_| {},
+            )?;
+            eprintln!(
+                "ankusa: job {} {}: {} rows",
+                done.id,
+                state(&done),
+                done.progress.rows()
+            );
         }
         Ok(())
     }
 
-    pub fn tenants_page(&self, sort: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<TenantsPage, AdminError> {
+    pub fn tenants_page(
+        &self,
+        sort: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TenantsPage, AdminError> {
         match self {
             Backend::Daemon(c) => {
                 let mut q = format!("/v1/admin/tenants?limit={limit}");
@@ -125,7 +146,12 @@ impl Backend {
         }
     }
 
-    pub fn dlq(&self, tenant: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<DlqPage, AdminError> {
+    pub fn dlq(
+        &self,
+        tenant: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<DlqPage, AdminError> {
         match self {
             Backend::Daemon(c) => {
                 let mut q = format!("/v1/admin/dlq?limit={limit}");
@@ -159,7 +185,10 @@ impl Backend {
                 if kinds.dead {
                     list.push("dead".to_owned());
                 }
-                let req = PurgeRequest { kinds: list, dry_run };
+                let req = PurgeRequest {
+                    kinds: list,
+                    dry_run,
+                };
                 let path = format!("/v1/admin/tenants/{}/purge", enc(tenant));
                 if dry_run {
                     c.post(&path, &req).map(Action::Counted)
@@ -213,9 +242,13 @@ impl Backend {
             }
         };
         let done = match self {
-            Backend::Direct { store, .. } => {
-                jobs::run(store, job, &ankusa_store::system_now_ms, &AtomicBool::new(false), show)?
-            }
+            Backend::Direct { store, .. } => jobs::run(
+                store,
+                job,
+                &ankusa_store::system_now_ms,
+                &AtomicBool::new(false),
+                show,
+            )?,
             Backend::Daemon(c) => {
                 let mut j = job;
                 while j.state == JobState::Running {
@@ -237,7 +270,10 @@ impl Backend {
         match self {
             Backend::Daemon(c) => format!("the daemon at {}", c.socket().display()),
             Backend::Direct { store, .. } => {
-                format!("the store at {} (no daemon running)", store.path().display())
+                format!(
+                    "the store at {} (no daemon running)",
+                    store.path().display()
+                )
             }
         }
     }
@@ -295,6 +331,8 @@ pub fn confirm(prompt: &str, expected: &str) -> Result<()> {
     if line.trim() == expected {
         Ok(())
     } else {
-        Err(eyre!("not confirmed (expected {expected:?}); nothing was changed"))
+        Err(eyre!(
+            "not confirmed (expected {expected:?}); nothing was changed"
+        ))
     }
 }

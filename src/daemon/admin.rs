@@ -66,8 +66,12 @@ impl JobRunner {
         let handle = tokio::task::spawn_blocking(move || {
             let now = || clock.now_ms();
             match jobs::run(&store, job, &now, &stop, |_| {}) {
-                Ok(j) => tracing::info!(job = id, state = ?j.state, rows = j.progress.rows(), "job ended"),
-                Err(e) => tracing::error!(job = id, error = %e, "job stopped on an error; it resumes at the next boot"),
+                Ok(j) => {
+                    tracing::info!(job = id, state = ?j.state, rows = j.progress.rows(), "job ended")
+                }
+                Err(e) => {
+                    tracing::error!(job = id, error = %e, "job stopped on an error; it resumes at the next boot")
+                }
             }
             running.fetch_sub(1, Ordering::Relaxed);
         });
@@ -140,16 +144,17 @@ impl FromRequestParts<Arc<AdminState>> for Caller {
         parts: &mut Parts,
         state: &Arc<AdminState>,
     ) -> Result<Self, Self::Rejection> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketPeer>>()
-            .map(|ConnectInfo(p)| match p.0 {
-                Some(uid) => Peer::from_uid(uid),
-                None => Peer {
-                    uid: u32::MAX,
-                    user: Some("unknown".into()),
-                },
-            });
+        let peer =
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketPeer>>()
+                .map(|ConnectInfo(p)| match p.0 {
+                    Some(uid) => Peer::from_uid(uid),
+                    None => Peer {
+                        uid: u32::MAX,
+                        user: Some("unknown".into()),
+                    },
+                });
         let authz = parts
             .headers
             .get(header::AUTHORIZATION)

@@ -282,7 +282,10 @@ fn check_admin(a: AdminSection, text: &str, path: &Path) -> Result<AdminSettings
             )));
         }
         if !names.insert(t.name.clone()) {
-            return Err(fail(format!("admin.tokens.name `{}` is used twice", t.name)));
+            return Err(fail(format!(
+                "admin.tokens.name `{}` is used twice",
+                t.name
+            )));
         }
         let Secret(tok) = t.token;
         if tok.len() < 16 || !tok.bytes().all(|b| b.is_ascii_graphic()) {
@@ -292,8 +295,12 @@ fn check_admin(a: AdminSection, text: &str, path: &Path) -> Result<AdminSettings
             )));
         }
         if let Some(tenant) = &t.tenant {
-            ankusa_store::tenants::validate_id(tenant)
-                .map_err(|e| fail(format!("admin token `{}`: admin.tokens.tenant: {e}", t.name)))?;
+            ankusa_store::tenants::validate_id(tenant).map_err(|e| {
+                fail(format!(
+                    "admin token `{}`: admin.tokens.tenant: {e}",
+                    t.name
+                ))
+            })?;
         }
         tokens.push(AdminToken {
             name: t.name,

@@ -328,10 +328,16 @@ pub async fn respond(
         }
         Ok(Err(e)) => {
             tracing::error!(error = %e, "cannot read the queue gauges");
-            (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the queue gauges: {e}\n"))
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the queue gauges: {e}\n"),
+            )
                 .into_response()
         }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("metrics task failed: {e}\n"))
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("metrics task failed: {e}\n"),
+        )
             .into_response(),
     }
 }

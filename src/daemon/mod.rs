@@ -235,14 +235,15 @@ impl Daemon {
             jobs: Arc::new(admin::JobRunner::default()),
             started: std::time::Instant::now(),
         });
-        let admin_socket = if settings.admin.socket {
-            let path = admin::socket_path(&settings.store_path);
-            Some(admin::bind_socket(&settings.store_path).wrap_err_with(|| {
-                format!("cannot create the admin socket {}", path.display())
-            })?)
-        } else {
-            None
-        };
+        let admin_socket =
+            if settings.admin.socket {
+                let path = admin::socket_path(&settings.store_path);
+                Some(admin::bind_socket(&settings.store_path).wrap_err_with(|| {
+                    format!("cannot create the admin socket {}", path.display())
+                })?)
+            } else {
+                None
+            };
         let admin_tcp = match settings.admin.listen {
             Some(a) => Some(TcpListener::bind(a).await.wrap_err_with(|| {
                 format!(
@@ -255,10 +256,11 @@ impl Daemon {
         let admin_tcp_addr = admin_tcp.as_ref().and_then(|l| l.local_addr().ok());
         admin::resume(&admin_state).wrap_err("cannot resume the unfinished admin jobs")?;
         if announce {
-            announce_listening(addr, &settings.store_path);
+            // Before the `listening on` line, which scripts wait for.
             if let Some(a) = admin_tcp_addr {
                 println!("ankusa: admin API on http://{a}");
             }
+            announce_listening(addr, &settings.store_path);
         }
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -342,7 +344,10 @@ impl Daemon {
             a.shutdown().await;
         }
         for srv in admin_servers {
-            if tokio::time::timeout(admin::SHUTDOWN_GRACE, srv).await.is_err() {
+            if tokio::time::timeout(admin::SHUTDOWN_GRACE, srv)
+                .await
+                .is_err()
+            {
                 tracing::warn!("admin API requests still running at shutdown; leaving them");
             }
         }

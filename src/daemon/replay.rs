@@ -332,11 +332,19 @@ mod tests {
         .unwrap();
         assert_eq!(r.matched, 4);
         // The limit caps what one call does.
-        let r = replay(&store, &Scope::Range {
+        let r = replay(
+            &store,
+            &Scope::Range {
                 from: 0,
                 to: u64::MAX,
                 tenant: Some(ord_b),
-            }, 50_000, false, 3, |_| {}).unwrap();
+            },
+            50_000,
+            false,
+            3,
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(r.revived, 3);
         assert_eq!(counts(&store), (3, 7));
         assert_checks(&store);

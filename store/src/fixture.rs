@@ -244,7 +244,10 @@ pub fn write(
                     Fate::Dead => {
                         let f = transitions::claim(&mut b, &row);
                         let mut d = DeliveryRow::new(ord, row.size);
-                        for i in 0..3u64 {
+                        // The daemon stamps the last attempt and the
+                        // dead-letter with one instant; DLQ lookups by hook
+                        // id rely on it.
+                        for i in 1..=3u64 {
                             d.record(row.at + i * 1000, 500, "500 Internal Server Error");
                         }
                         let at = row.at + 3000;

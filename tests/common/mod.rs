@@ -22,6 +22,8 @@ pub struct Daemon {
     pub base: String,
     pub store: PathBuf,
     pub stderr_path: PathBuf,
+    /// `http://127.0.0.1:PORT` of the admin API when `admin.listen` is set.
+    pub admin: Option<String>,
 }
 
 /// Writes `config` (which should use `path = "store"` and `listen =
@@ -78,20 +80,31 @@ impl Daemon {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    let _ = tx.send(url);
+                for (marker, admin) in [("admin API on ", true), ("listening on ", false)] {
+                    if let Some(rest) = line.split(marker).nth(1) {
+                        let url = rest.split_whitespace().next().unwrap_or("").to_owned();
+                        let _ = tx.send((admin, url));
+                    }
                 }
             }
         });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(base) => Ok(Daemon {
+        let mut admin = None;
+        let listening = loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok((true, url)) => admin = Some(url),
+                Ok((false, url)) => break Some(url),
+                Err(_) => break None,
+            }
+        };
+        match listening {
+            Some(base) => Ok(Daemon {
                 child: Some(child),
                 base,
                 store: dir.join("store"),
                 stderr_path: dir.join("daemon.log"),
+                admin,
             }),
-            Err(_) => {
+            None => {
                 let _ = child.kill();
                 let status = child.wait().map_err(|e| e.to_string())?;
                 let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();

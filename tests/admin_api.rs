@@ -1,0 +1,618 @@
+//! The admin API end to end: the real daemon on a real store, over loopback
+//! TCP (tokens) and its unix socket (through the `ankusa` command line).
+//!
+//! Security cases refuse and touch nothing; dry runs count exactly what the
+//! real runs touch; a purge killed by SIGKILL resumes at the next boot and
+//! leaves a store that checks; every destructive call is audited; /metrics
+//! parses with a Prometheus parser and its queue gauges equal the counters.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{client, store_check, write_config, Daemon, BIN};
+use serde_json::{json, Value};
+
+const ADMIN: &str = "admin-token-0123456789";
+const ACME: &str = "acme-token-0123456789";
+/// The tenant the scoped token may see (a fixture tenant).
+const OWN: &str = "tenant-000004";
+const OTHER: &str = "tenant-000002";
+
+fn fixture(dir: &Path, tenants: u32, rows: u64) {
+    let out = Command::new(BIN)
+        .args(["store", "fixture", "--format", "3", "--out"])
+        .arg(dir.join("store"))
+        .args([
+            "--tenants",
+            &tenants.to_string(),
+            "--rows",
+            &rows.to_string(),
+            "--seed",
+            "7",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn config(dir: &Path) {
+    write_config(
+        dir,
+        &format!(
+            "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\nenabled = false\n\n\
+             [admin]\nlisten = \"127.0.0.1:0\"\n\n\
+             [[admin.tokens]]\nname = \"ops\"\ntoken = \"{ADMIN}\"\n\n\
+             [[admin.tokens]]\nname = \"acme-bot\"\ntoken = \"{ACME}\"\ntenant = \"{OWN}\"\n\n\
+             [[sources]]\nid = \"shop\"\ntenant_header = \"X-Tenant\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n"
+        ),
+    );
+}
+
+struct Api {
+    c: reqwest::Client,
+    base: String,
+}
+
+impl Api {
+    fn new(d: &Daemon) -> Api {
+        Api {
+            c: client(),
+            base: d.admin.clone().expect("admin.listen is set"),
+        }
+    }
+
+    async fn get(&self, token: Option<&str>, path: &str) -> (u16, Value) {
+        let mut r = self.c.get(format!("{}{path}", self.base));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn post(&self, token: Option<&str>, path: &str, body: Value) -> (u16, Value) {
+        let mut r = self.c.post(format!("{}{path}", self.base)).json(&body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls a job until it leaves `running`.
+    async fn wait_job(&self, id: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (s, j) = self.get(Some(ADMIN), &format!("/v1/admin/jobs/{id}")).await;
+            assert_eq!(s, 200, "{j}");
+            if j["state"] != "running" {
+                return j;
+            }
+            assert!(Instant::now() < deadline, "job {id} still running: {j}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn counters(&self, tenant: &str) -> Value {
+        let (s, t) = self
+            .get(Some(ADMIN), &format!("/v1/admin/tenants/{tenant}"))
+            .await;
+        assert_eq!(s, 200, "{t}");
+        t["counters"].clone()
+    }
+}
+
+fn total(c: &Value, fields: &[&str]) -> u64 {
+    fields.iter().map(|f| c[*f].as_u64().unwrap()).sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_scope_and_unauthenticated_calls_are_refused_and_touch_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), 5, 3000);
+    config(dir.path());
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+    let (_, before) = api.get(Some(ADMIN), "/v1/admin/stats").await;
+
+    // No token, a wrong token, a malformed header: 401 on every route.
+    for path in [
+        "/v1/admin/stats",
+        "/v1/admin/tenants",
+        "/v1/admin/dlq",
+        "/v1/admin/audit",
+        "/metrics",
+    ] {
+        assert_eq!(api.get(None, path).await.0, 401, "{path}");
+        assert_eq!(
+            api.get(Some("admin-token-012345678"), path).await.0,
+            401,
+            "{path}"
+        );
+    }
+    let (s, _) = api
+        .post(
+            None,
+            &format!("/v1/admin/tenants/{OTHER}/purge"),
+            json!({"kinds": ["pending", "dead"]}),
+        )
+        .await;
+    assert_eq!(s, 401);
+
+    // A tenant token: node-wide reads are 403; other tenants are 404,
+    // worded exactly like a tenant that does not exist.
+    assert_eq!(api.get(Some(ACME), "/v1/admin/stats").await.0, 403);
+    assert_eq!(api.get(Some(ACME), "/v1/admin/audit").await.0, 403);
+    assert_eq!(api.get(Some(ACME), "/metrics").await.0, 403);
+    let (s, other) = api
+        .get(Some(ACME), &format!("/v1/admin/tenants/{OTHER}"))
+        .await;
+    let (s2, missing) = api.get(Some(ACME), "/v1/admin/tenants/nobody-at-all").await;
+    assert_eq!((s, s2), (404, 404));
+    assert_eq!(
+        other["message"].as_str().unwrap().replace(OTHER, "X"),
+        missing["message"]
+            .as_str()
+            .unwrap()
+            .replace("nobody-at-all", "X")
+    );
+    let (s, _) = api
+        .get(Some(ACME), &format!("/v1/admin/dlq?tenant={OTHER}"))
+        .await;
+    assert_eq!(s, 404);
+    // Its tenant list and its DLQ hold its own tenant only.
+    let (s, page) = api.get(Some(ACME), "/v1/admin/tenants?limit=100").await;
+    assert_eq!(s, 200);
+    let ids: Vec<&str> = page["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![OWN]);
+    let (s, own_dlq) = api.get(Some(ACME), "/v1/admin/dlq?limit=1000").await;
+    assert_eq!(s, 200);
+    assert!(
+        own_dlq["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["tenant"] == OWN),
+        "{own_dlq}"
+    );
+
+    // Destructive calls on another tenant's rows: refused, dry or not.
+    let (_, other_dlq) = api
+        .get(
+            Some(ADMIN),
+            &format!("/v1/admin/dlq?tenant={OTHER}&limit=1"),
+        )
+        .await;
+    let other_hook = other_dlq["entries"][0]["hook_id"]
+        .as_str()
+        .expect("the other tenant has dead rows")
+        .to_owned();
+    assert_eq!(
+        api.get(Some(ACME), &format!("/v1/admin/dlq/{other_hook}"))
+            .await
+            .0,
+        404
+    );
+    for dry in [true, false] {
+        let purge = json!({"kinds": ["pending", "dead"], "dry_run": dry});
+        assert_eq!(
+            api.post(
+                Some(ACME),
+                &format!("/v1/admin/tenants/{OTHER}/purge"),
+                purge
+            )
+            .await
+            .0,
+            404
+        );
+        for body in [
+            json!({"tenant": OTHER, "dry_run": dry}),
+            json!({"ids": [other_hook], "dry_run": dry}),
+        ] {
+            assert_eq!(
+                api.post(Some(ACME), "/v1/admin/replay", body.clone())
+                    .await
+                    .0,
+                404,
+                "{body}"
+            );
+        }
+    }
+
+    // Nothing moved, no job ran, nothing was audited.
+    let (_, after) = api.get(Some(ADMIN), "/v1/admin/stats").await;
+    assert_eq!(before["node"], after["node"]);
+    let (_, jobs) = api.get(Some(ADMIN), "/v1/admin/jobs").await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "{jobs}");
+    let (_, audit) = api.get(Some(ADMIN), "/v1/admin/audit").await;
+    assert_eq!(audit["records"].as_array().unwrap().len(), 0, "{audit}");
+
+    // Its own tenant: a dry run counts exactly its dead rows.
+    let own = api.counters(OWN).await;
+    let (s, dry) = api
+        .post(Some(ACME), "/v1/admin/replay", json!({"dry_run": true}))
+        .await;
+    assert_eq!(s, 200, "{dry}");
+    assert_eq!(dry["rows"], own["dead"]);
+    d.stop();
+    store_check(&dir.path().join("store"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_runs_count_what_real_runs_touch_and_every_call_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), 5, 5000);
+    config(dir.path());
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+
+    // Purge pending and dead of one tenant.
+    let before = api.counters(OTHER).await;
+    let expect = total(&before, &["pending", "scheduled", "dead"]);
+    assert!(expect > 0);
+    let path = format!("/v1/admin/tenants/{OTHER}/purge");
+    let (s, dry) = api
+        .post(
+            Some(ADMIN),
+            &path,
+            json!({"kinds": ["pending", "dead"], "dry_run": true}),
+        )
+        .await;
+    assert_eq!(s, 200, "{dry}");
+    assert_eq!(dry["rows"].as_u64(), Some(expect));
+    let (s, job) = api
+        .post(Some(ADMIN), &path, json!({"kinds": ["pending", "dead"]}))
+        .await;
+    assert_eq!(s, 202, "{job}");
+    let job = api.wait_job(job["id"].as_u64().unwrap()).await;
+    assert_eq!(job["state"], "done", "{job}");
+    let purged = &job["progress"]["purged"];
+    assert_eq!(
+        total(purged, &["pending", "scheduled", "dead"]),
+        expect,
+        "{job}"
+    );
+    let after = api.counters(OTHER).await;
+    assert_eq!(
+        total(&after, &["pending", "scheduled", "dead"]),
+        0,
+        "{after}"
+    );
+    assert_eq!(
+        after["inflight"], before["inflight"],
+        "inflight rows are never purged"
+    );
+
+    // Replay a tenant's DLQ.
+    let third = "tenant-000003";
+    let dead = api.counters(third).await["dead"].as_u64().unwrap();
+    assert!(dead > 0);
+    let (_, dry) = api
+        .post(
+            Some(ADMIN),
+            "/v1/admin/replay",
+            json!({"tenant": third, "dry_run": true}),
+        )
+        .await;
+    assert_eq!(dry["rows"].as_u64(), Some(dead));
+    let (s, job) = api
+        .post(Some(ADMIN), "/v1/admin/replay", json!({"tenant": third}))
+        .await;
+    assert_eq!(s, 202, "{job}");
+    let job = api.wait_job(job["id"].as_u64().unwrap()).await;
+    assert_eq!(job["progress"]["replayed"].as_u64(), Some(dead), "{job}");
+    assert_eq!(api.counters(third).await["dead"], 0);
+
+    // The audit log: newest first, each call with who, what and how many.
+    let (_, audit) = api.get(Some(ADMIN), "/v1/admin/audit?limit=100").await;
+    let recs = audit["records"].as_array().unwrap();
+    let seen: Vec<(String, String, u64)> = recs
+        .iter()
+        .map(|r| {
+            assert_eq!(r["who"]["name"], "ops", "{r}");
+            (
+                r["action"].as_str().unwrap().to_owned(),
+                r["outcome"].as_str().unwrap().to_owned(),
+                r["rows"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = vec![
+        ("replay".to_owned(), "done".to_owned(), dead),
+        ("replay".to_owned(), "started".to_owned(), dead),
+        ("replay".to_owned(), "dry_run".to_owned(), dead),
+        ("purge".to_owned(), "done".to_owned(), expect),
+        ("purge".to_owned(), "started".to_owned(), expect),
+        ("purge".to_owned(), "dry_run".to_owned(), expect),
+    ];
+    assert_eq!(seen, want);
+    assert!(recs[0]["dry_run"] == false && recs[2]["dry_run"] == true);
+    d.stop();
+    store_check(&dir.path().join("store"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_parse_and_the_queue_gauges_equal_the_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), 150, 6000);
+    config(dir.path());
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+    let (_, stats) = api.get(Some(ADMIN), "/v1/admin/stats").await;
+    let text = api
+        .c
+        .get(format!("{}/metrics", api.base))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // The ingest listener serves the same families.
+    let ingest_text = api
+        .c
+        .get(format!("{}/metrics", d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for t in [&text, &ingest_text] {
+        let scrape =
+            prometheus_parse::Scrape::parse(t.lines().map(|l| Ok(l.to_owned()))).expect("parses");
+        let value = |name: &str, label: Option<(&str, &str)>| -> f64 {
+            let s = scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+                .unwrap_or_else(|| panic!("no {name} {label:?}"));
+            match s.value {
+                prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v)
+                | prometheus_parse::Value::Counter(v) => v,
+                _ => panic!("{name} is not a single value"),
+            }
+        };
+        for state in ["pending", "scheduled", "inflight", "dead"] {
+            assert_eq!(
+                value("ankusa_queue_rows", Some(("state", state))),
+                stats["node"][state].as_f64().unwrap(),
+                "{state}"
+            );
+        }
+        assert_eq!(
+            value("ankusa_queue_bytes", None),
+            stats["node"]["bytes"].as_f64().unwrap()
+        );
+        assert_eq!(
+            value("ankusa_tenants", None),
+            stats["tenants"].as_f64().unwrap()
+        );
+        assert_eq!(
+            value("ankusa_dispatch_active_tenants", None),
+            stats["active_tenants"].as_f64().unwrap()
+        );
+        assert!(value("ankusa_queue_oldest_due_age_seconds", None) > 0.0);
+        let labelled: Vec<_> = scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == "ankusa_tenant_pending")
+            .collect();
+        assert!(
+            !labelled.is_empty() && labelled.len() <= 100,
+            "{} tenant series",
+            labelled.len()
+        );
+        // Each labelled value is that tenant's pending counter.
+        for s in labelled.iter().take(5) {
+            let tenant = s.labels.get("tenant").unwrap();
+            let c = api.counters(tenant).await;
+            let prometheus_parse::Value::Gauge(v) = s.value else {
+                panic!("gauge")
+            };
+            assert_eq!(v, c["pending"].as_f64().unwrap(), "{tenant}");
+        }
+        assert!(scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "ankusa_delivery_attempt_seconds_count"
+                || s.metric == "ankusa_delivery_attempt_seconds"));
+    }
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purge_killed_mid_way_resumes_at_the_next_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), 3, 100_000);
+    config(dir.path());
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+    let (_, top) = api
+        .get(Some(ADMIN), "/v1/admin/tenants?sort=pending&limit=1")
+        .await;
+    let tenant = top["tenants"][0]["id"].as_str().unwrap().to_owned();
+    let before = api.counters(&tenant).await;
+    let expect = total(&before, &["pending", "scheduled", "dead"]);
+    assert!(
+        expect > 20_000,
+        "a purge long enough to interrupt: {before}"
+    );
+    let (s, job) = api
+        .post(
+            Some(ADMIN),
+            &format!("/v1/admin/tenants/{tenant}/purge"),
+            json!({"kinds": ["pending", "dead"]}),
+        )
+        .await;
+    assert_eq!(s, 202);
+    let id = job["id"].as_u64().unwrap();
+    // Kill it once some chunks are committed and before it ends.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, j) = api.get(Some(ADMIN), &format!("/v1/admin/jobs/{id}")).await;
+        assert_eq!(
+            j["state"], "running",
+            "the purge ended before it could be interrupted: {j}"
+        );
+        if total(&j["progress"]["purged"], &["pending", "scheduled", "dead"]) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    d.kill9();
+
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+    let j = api.wait_job(id).await;
+    assert_eq!(j["state"], "done", "{j}");
+    assert!(d.log().contains("resuming a job"), "{}", d.log());
+    // The record's progress was committed with each chunk: exact, even
+    // across the kill.
+    assert_eq!(
+        total(&j["progress"]["purged"], &["pending", "scheduled", "dead"]),
+        expect,
+        "{j}"
+    );
+    let after = api.counters(&tenant).await;
+    assert_eq!(total(&after, &["pending", "scheduled", "dead"]), 0);
+    d.stop();
+    store_check(&dir.path().join("store"));
+}
+
+fn ankusa(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(BIN)
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let (code, out, err) = ankusa(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    let mut v: Value = serde_json::from_str(&out).unwrap();
+    // Ages depend on when the command ran.
+    if let Some(o) = v.as_object_mut() {
+        o.remove("oldest_due_age_ms");
+    }
+    v
+}
+
+#[test]
+fn the_command_line_prints_the_same_through_the_daemon_and_on_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), 6, 4000);
+    config(dir.path());
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    let reads = |hook: &str| -> Vec<Value> {
+        vec![
+            json_of(&[
+                "tenants", "list", "--store", s, "--json", "--sort", "dead", "--limit", "4",
+            ]),
+            json_of(&["tenants", "show", OTHER, "--store", s, "--json"]),
+            json_of(&["dlq", "list", "--store", s, "--json", "--limit", "7"]),
+            json_of(&[
+                "dlq", "list", "--store", s, "--json", "--tenant", OTHER, "--limit", "3",
+            ]),
+            json_of(&["dlq", "show", hook, "--store", s, "--json"]),
+        ]
+    };
+    let first = json_of(&["dlq", "list", "--store", s, "--json", "--limit", "1"]);
+    let hook = first["entries"][0]["hook_id"].as_str().unwrap().to_owned();
+
+    // (The daemon's boot returns the fixture's inflight rows to due, so
+    // the direct reads come after a daemon has run.)
+    let d = Daemon::start(dir.path());
+    assert!(store.join("admin.sock").exists());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(store.join("admin.sock"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let via_daemon = reads(&hook);
+    d.stop();
+    let direct = reads(&hook);
+    assert_eq!(direct, via_daemon);
+    let d = Daemon::start(dir.path());
+
+    // A destructive command: refused without a terminal or --yes, then the
+    // dry run and the real run agree, through the daemon.
+    let (code, _, err) = ankusa(&["tenants", "purge", OTHER, "--store", s, "--kinds", "dead"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    let dry = json_of(&[
+        "tenants",
+        "purge",
+        OTHER,
+        "--store",
+        s,
+        "--kinds",
+        "dead",
+        "--dry-run",
+        "--json",
+    ]);
+    let done = json_of(&[
+        "tenants", "purge", OTHER, "--store", s, "--kinds", "dead", "--yes", "--json",
+    ]);
+    assert_eq!(done["state"], "done");
+    assert_eq!(done["progress"]["purged"]["dead"], dry["rows"]);
+    assert!(dry["rows"].as_u64().unwrap() > 0);
+    assert_eq!(
+        done["by"]["name"].as_str().unwrap().split(':').next(),
+        Some("local")
+    );
+    d.stop();
+
+    // With no daemon, the same commands work on the store directly.
+    assert!(
+        !store.join("admin.sock").exists(),
+        "the socket is removed on a clean stop"
+    );
+    let third = "tenant-000003";
+    let dry = json_of(&[
+        "dlq",
+        "replay",
+        "--store",
+        s,
+        "--tenant",
+        third,
+        "--dry-run",
+        "--json",
+    ]);
+    let done = json_of(&[
+        "dlq", "replay", "--store", s, "--tenant", third, "--yes", "--json",
+    ]);
+    assert_eq!(done["progress"]["replayed"], dry["rows"]);
+    let shown = json_of(&["tenants", "show", third, "--store", s, "--json"]);
+    assert_eq!(shown["counters"]["dead"], 0);
+    store_check(&store);
+}
