@@ -8,6 +8,7 @@
 mod bench;
 mod cli;
 mod daemon;
+mod demo;
 mod output;
 
 use std::process::ExitCode;
