@@ -9,7 +9,8 @@
 //! Invariants:
 //! - Every random choice comes from one RNG seeded by `--seed`, drawn in
 //!   one task, so a seed gives the same schedule of arrivals (which
-//!   tenant, which source, duplicate or not, signed how).
+//!   tenant, which source, duplicate or not, signed how). Only the
+//!   idempotency keys carry the run's start time as well.
 //! - Bounded: at most [`CONCURRENCY`] requests in flight; the schedule
 //!   waits for a free slot instead of queueing, and drops arrivals it fell
 //!   more than a second behind on. The tenant set is bounded too
@@ -143,6 +144,11 @@ pub async fn run(
         .map(|(_, rate)| exp(&mut rng, *rate))
         .collect();
     let mut serial = 0u64;
+    // Idempotency keys name the run too: a store reused with the same seed
+    // must not answer this run's hooks as duplicates of the last run's.
+    let run = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     let mut minted = 0usize;
     let mut recent: VecDeque<Post> = VecDeque::with_capacity(RECENT_KEYS);
     let slots = Arc::new(Semaphore::new(CONCURRENCY));
@@ -170,7 +176,7 @@ pub async fn run(
                         due.push(Post {
                             source: SOURCE_ORDERS,
                             tenant: FLOOD_TENANT.to_owned(),
-                            key: format!("{FLOOD_TENANT}-{serial}"),
+                            key: format!("{FLOOD_TENANT}-{run:x}-{serial}"),
                             signing: None,
                             kind: "order.created",
                         });
@@ -204,7 +210,7 @@ pub async fn run(
                             }
                         });
                         let post = Post {
-                            key: format!("{tenant}-{serial}"),
+                            key: format!("{tenant}-{run:x}-{serial}"),
                             tenant,
                             source,
                             signing,
@@ -228,7 +234,7 @@ pub async fn run(
                             serial += 1;
                             due.push(Post {
                                 source: SOURCE_SIGNUPS,
-                                key: format!("{tenant}-{serial}"),
+                                key: format!("{tenant}-{run:x}-{serial}"),
                                 tenant: tenant.clone(),
                                 signing: None,
                                 kind: "user.signed_up",

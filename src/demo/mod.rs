@@ -373,29 +373,42 @@ async fn run_demo(opts: &DemoOptions, store: &Path) -> Result<Summary> {
     }
     ran?;
     let queue = queue_at_exit(store)?;
-    Ok(build_summary(
+    Ok(build_summary(Gathered {
         opts,
         load_seconds,
         end_ms,
-        &stats,
-        &observed,
+        stats: &stats,
+        observed: &observed,
         counters,
         queue,
-        sink_counts,
-    ))
+        sinks: sink_counts,
+    }))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_summary(
-    opts: &DemoOptions,
+/// Everything the summary is made of, gathered once the demo has stopped.
+struct Gathered<'a> {
+    opts: &'a DemoOptions,
     load_seconds: f64,
+    /// When the demo stopped looking (ms since the origin).
     end_ms: u64,
-    stats: &LoadStats,
-    observed: &Observed,
+    stats: &'a LoadStats,
+    observed: &'a Observed,
     counters: DaemonCounters,
     queue: summary::QueueSummary,
     sinks: BTreeMap<String, summary::SinkSummary>,
-) -> Summary {
+}
+
+fn build_summary(g: Gathered<'_>) -> Summary {
+    let Gathered {
+        opts,
+        load_seconds,
+        end_ms,
+        stats,
+        observed,
+        counters,
+        queue,
+        sinks,
+    } = g;
     let accepted = stats.first_accepted();
     let delivered = observed.first_deliveries();
     let light = accepted.keys().filter(|t| t.as_str() != FLOOD_TENANT);
@@ -527,22 +540,26 @@ async fn with_console(
         .try_clone_to_owned()
         .wrap_err("cannot duplicate stderr")?;
     let for_console = terminal.try_clone().wrap_err("cannot duplicate stderr")?;
-    let mut child = tokio::process::Command::new(exe)
-        .arg("console")
-        .arg("--store")
-        .arg(store)
-        .arg("--refresh")
-        .arg("1s")
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::from(for_console))
-        .spawn()
-        .wrap_err("cannot start the console")?;
     nix::unistd::dup2(log.as_file().as_raw_fd(), 2).wrap_err("cannot redirect stderr")?;
 
-    let waited = watch_console(&mut child, duration, load_stop).await;
+    // From here on stderr is the log: every path goes through the restore
+    // below.
+    let waited = async {
+        let mut child = tokio::process::Command::new(exe)
+            .arg("console")
+            .arg("--store")
+            .arg(store)
+            .arg("--refresh")
+            .arg("1s")
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::from(for_console))
+            .spawn()
+            .wrap_err("cannot start the console")?;
+        watch_console(&mut child, duration, load_stop).await
+    }
+    .await;
 
-    // The terminal is ours again.
     if let Err(e) = nix::unistd::dup2(terminal.as_raw_fd(), 2) {
         println!("ankusa demo: cannot restore stderr: {e}");
     }
