@@ -1,4 +1,4 @@
-# Ankusa: `make test` installs what it needs on Debian/Ubuntu
+# Ankusa: `make demo` and `make test` install what they need on Debian/Ubuntu
 # (the RocksDB bindings need libclang and a C++ compiler), then run cargo.
 
 SHELL := /bin/bash
@@ -6,7 +6,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= /var/tmp/ankusa-target
 CARGO ?= cargo
 
-.PHONY: test prereqs build lint
+.PHONY: test prereqs build lint demo
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -26,6 +26,16 @@ test: prereqs
 	$(ANKUSA) bench gauges --quick
 	$(ANKUSA) bench migrate --quick
 	$(ANKUSA) bench fairness --quick
+
+# The whole system on this machine (docs/demo.md): a release build, so the
+# demo shows the relay rather than the debug build, then `ankusa demo`.
+# Extra arguments: `make demo DEMO_ARGS="--no-console --duration 30s"`.
+RELEASE_ANKUSA := $(CARGO_TARGET_DIR)/release/ankusa
+DEMO_ARGS ?=
+
+demo: prereqs
+	$(CARGO) build --workspace --release
+	$(RELEASE_ANKUSA) demo $(DEMO_ARGS)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -9,6 +9,7 @@ mod admin;
 mod bench;
 mod cli;
 mod daemon;
+mod demo;
 mod output;
 
 use std::process::ExitCode;

@@ -64,6 +64,29 @@ pub enum Command {
         #[arg(long, default_value = "2s")]
         refresh: humantime::Duration,
     },
+    /// The whole system on this machine: a daemon on a fresh store, four
+    /// loopback sinks, a load generator, and the console beside them
+    /// (docs/demo.md).
+    Demo {
+        /// Store directory (kept); default: a temporary one, removed at exit.
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+        /// Run headless for --duration and print a summary.
+        #[arg(long)]
+        no_console: bool,
+        /// How long the load generator runs (a human duration).
+        #[arg(long, default_value = "60s")]
+        duration: humantime::Duration,
+        /// Seed of the load generator's and the sinks' random choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The summary as JSON (documented in docs/demo.md); needs --no-console.
+        #[arg(long, requires = "no_console")]
+        json: bool,
+        /// Keep the temporary store (--store is always kept).
+        #[arg(long)]
+        keep: bool,
+    },
 }
 
 /// Where the store is: `--store`, else `ANKUSA_STORE`.
@@ -365,6 +388,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             crate::bench::ingest::run(quick, json)
         }
         Command::Serve { config } => crate::daemon::run(config),
+        Command::Demo {
+            store,
+            no_console,
+            duration,
+            seed,
+            json,
+            keep,
+        } => crate::demo::run(crate::demo::DemoOptions {
+            store,
+            no_console,
+            duration: duration.into(),
+            seed,
+            json,
+            keep,
+        }),
         Command::Bench(BenchCommand::Console { json, dir }) => {
             Ok(if ankusa_ui::bench::run(json, dir)? {
                 ExitCode::SUCCESS
