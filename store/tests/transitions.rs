@@ -544,6 +544,60 @@ fn purge_never_touches_inflight_rows() {
 }
 
 #[test]
+fn a_bounded_purge_keeps_newer_hooks_and_commits_its_extra_ops() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let old = ingest(
+        &store,
+        &mut alloc,
+        &[
+            ("a", 1, 5, 1, false),
+            ("a", 2, 5, 1, false),
+            ("a", 3, 5, 1, false),
+        ],
+    );
+    // One of the old rows is dead.
+    let mut b = Batch::new();
+    let f = transitions::claim(&mut b, &old[2]);
+    transitions::dead_letter(&mut b, &f, &DeliveryRow::new(f.ord, f.size), 10, "src");
+    store.commit(b, false).unwrap();
+    let bound = old.iter().map(|r| r.seq).max().unwrap();
+    // Hooks arriving after the purge started (larger seqs), one due early.
+    let newer = ingest(
+        &store,
+        &mut alloc,
+        &[("a", 0, 7, 1, false), ("a", 9, 7, 1, false)],
+    );
+    assert!(newer.iter().all(|r| r.seq > bound));
+    let mut extra_seen = None;
+    let (n, done) = transitions::purge_tenant_chunk(
+        &store,
+        old[0].ord,
+        PurgeKinds {
+            pending: true,
+            dead: true,
+        },
+        bound,
+        |_, n, done| extra_seen = Some((n.total(), done)),
+    )
+    .unwrap();
+    assert!(done);
+    assert_eq!((n.pending, n.dead), (2, 1));
+    assert_eq!(
+        extra_seen,
+        Some((3, true)),
+        "extra sees the chunk before it commits"
+    );
+    let c = queries::counters(&store, old[0].ord).unwrap();
+    assert_eq!(
+        (c.pending, c.dead, c.bytes),
+        (2, 0, 14),
+        "the newer hooks stay"
+    );
+    assert_consistent(&store);
+}
+
+#[test]
 fn dlq_pages_newest_first_with_cursors() {
     let (_d, store) = fresh();
     let mut alloc = TenantAllocator::load(&store, 100).unwrap();
