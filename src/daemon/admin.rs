@@ -393,8 +393,19 @@ async fn metrics(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiRe
 /// Binds the socket: a stale file from a crashed run is removed (the store
 /// lock proves no other daemon runs here), and the mode is set to 0600.
 pub fn bind_socket(store: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
     let path = socket_path(store);
+    // sockaddr_un holds 108 bytes with the terminating NUL.
+    if path.as_os_str().as_bytes().len() >= 108 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "the path is {} bytes, longer than a unix socket address allows (107): use a shorter store path, or set admin.socket = false and admin.listen",
+                path.as_os_str().as_bytes().len()
+            ),
+        ));
+    }
     match std::fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
