@@ -6,6 +6,8 @@
 //! adds; and on a format 2 store it runs the guided migration (backup, dry
 //! run, typed confirmation, steps, check) and opens the migrated store.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +20,7 @@ use ankusa_store::values::Envelope;
 use ankusa_store::{queries, tenants, Batch, Store};
 use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ankusa");
+use common::BIN;
 
 struct Console {
     parser: Arc<Mutex<vt100::Parser>>,
@@ -396,4 +398,72 @@ fn the_guided_migration_runs_in_the_real_console_and_opens_the_migrated_store() 
     c.assert_restored();
     let s = Store::open_read_only(&dir).expect("a format 3 store");
     assert!(ankusa_store::check::run(&s, |_, _| {}).expect("check").ok());
+}
+
+/// Beside a running daemon the console acts through its admin API: the
+/// guarded replay (dry-run count, typed confirmation, progress, result)
+/// runs as the daemon's audited job, and the counters on screen change.
+#[test]
+fn follow_mode_replays_through_the_daemons_admin_api_and_audits_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    common::write_config(
+        tmp.path(),
+        &common::config_with(
+            "",
+            "[[sources]]\nid = \"shop\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n",
+        ),
+    );
+    let daemon = common::Daemon::start(tmp.path());
+    let path = dir.to_str().expect("utf-8 path");
+    let top = Command::new(BIN)
+        .args([
+            "tenants", "list", "--store", path, "--sort", "dead", "--limit", "1", "--json",
+        ])
+        .output()
+        .expect("tenants list");
+    let top: serde_json::Value = serde_json::from_slice(&top.stdout).expect("json");
+    let tenant = top["tenants"][0]["id"]
+        .as_str()
+        .expect("a tenant")
+        .to_owned();
+    let dead = top["tenants"][0]["counters"]["dead"]
+        .as_i64()
+        .expect("dead");
+    assert!(dead > 0);
+
+    let mut c = Console::spawn(
+        &["console", "--store", path, "--refresh", "300ms"],
+        &[],
+        100,
+        30,
+    );
+    c.wait_for(&["FOLLOW", "Overview (node counters)"]);
+    c.send(&format!(":tenant {tenant}\r"));
+    c.wait_for(&[&format!("Tenant {tenant}"), &format!("dead {}", num(dead))]);
+    c.send("A");
+    c.wait_for(&[&format!("Dry run: {} row(s) would change", num(dead))]);
+    c.send(&format!("{tenant}\r"));
+    c.wait_for(&[&format!("Done: {} row(s) changed", num(dead))]);
+    c.send("\x1b");
+    c.wait_for(&[&format!("Tenant {tenant}"), "dead 0 "]);
+    c.send("Q");
+    assert!(c.wait_exit().success());
+    c.assert_restored();
+    daemon.stop();
+
+    // The daemon audited the dry run and the job, as this OS user.
+    let store = Store::open_read_only(&dir).expect("open");
+    let records = ankusa_store::audit::page(&store, None, 10).expect("audit");
+    let text: Vec<String> = records
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.record).into_owned())
+        .collect();
+    assert_eq!(text.len(), 3, "{text:#?}");
+    for (r, outcome) in text.iter().zip(["done", "started", "dry_run"]) {
+        assert!(r.contains(&format!("\"outcome\":\"{outcome}\"")), "{r}");
+        assert!(r.contains("\"name\":\"local:"), "{r}");
+        assert!(r.contains(&format!("\"rows\":{dead}")), "{r}");
+    }
 }

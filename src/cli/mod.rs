@@ -2,6 +2,7 @@
 //! depend on them) and dispatch.
 
 mod backend;
+mod console_operator;
 mod dlq_cmd;
 mod migrate_cmd;
 mod store_cmd;
@@ -63,6 +64,8 @@ pub enum Command {
         /// How often the screen's data is refreshed (a human duration).
         #[arg(long, default_value = "2s")]
         refresh: humantime::Duration,
+        #[command(flatten)]
+        admin: AdminArg,
     },
     /// The whole system on this machine: a daemon on a fresh store, four
     /// loopback sinks, a load generator, and the console beside them
@@ -415,15 +418,23 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             read_only,
             write,
             refresh,
+            admin,
         } => {
             use tracing_subscriber::layer::SubscriberExt;
             let log =
                 tracing::Dispatch::new(tracing_subscriber::registry().with(ankusa_ui::log_layer()));
+            let operator = ankusa_ui::operator::OperatorHandle(std::sync::Arc::new(
+                console_operator::ConsoleOperator {
+                    store: store.clone(),
+                    token: admin.token,
+                },
+            ));
             let opts = ankusa_ui::ConsoleOptions {
                 store,
                 read_only,
                 write,
                 refresh: refresh.into(),
+                operator: Some(operator),
             };
             ankusa_ui::run(opts, log)?;
             Ok(ExitCode::SUCCESS)

@@ -308,6 +308,9 @@ pub struct App {
     pub busy: usize,
     pub last_refresh: Option<u64>,
     pub quit: bool,
+    /// Purge and replay go through the daemon's admin API when following
+    /// one (set when the console has an operator).
+    pub acts_via_daemon: bool,
 }
 
 /// Rows of chrome around a list: header 2, footer 1, block borders 2,
@@ -354,6 +357,7 @@ impl App {
             busy: 0,
             last_refresh: None,
             quit: false,
+            acts_via_daemon: false,
         }
     }
 
@@ -361,8 +365,11 @@ impl App {
         self.stack.last().unwrap_or(&Screen::Overview)
     }
 
+    /// Whether guarded actions are offered: as the store's writer, or
+    /// beside a daemon whose admin API the console can act through.
     pub fn can_write(&self) -> bool {
         self.header.mode.can_write()
+            || (self.acts_via_daemon && matches!(self.header.mode, OpenMode::Follow { .. }))
     }
 
     /// Rows a list screen shows at the current size.
@@ -1133,7 +1140,9 @@ impl App {
 
     fn start_guard(&mut self, action: Action) -> Vec<Effect> {
         if !self.can_write() {
-            self.status = "actions need WRITE mode (--write, no daemon); beside a daemon they need its admin API (not yet available)".into();
+            self.status =
+                "actions need a daemon to act through (FOLLOW), or WRITE mode (--write, no daemon)"
+                    .into();
             return Vec::new();
         }
         let scope = match (action, self.screen().clone()) {

@@ -23,6 +23,7 @@ use ankusa_store::values::{DeliveryRow, Envelope};
 use ankusa_store::{lock, Batch, Counters, Store, StoreError};
 
 use crate::heatmap::{self, HeatSpec};
+use crate::operator::OperatorHandle;
 use crate::preview::{self, Preview};
 
 /// How the console holds the store.
@@ -49,8 +50,9 @@ impl OpenMode {
         }
     }
 
-    /// Whether guarded actions can run in this mode today. FOLLOW mode acts
-    /// through the daemon's admin API, which does not exist yet (issue 5).
+    /// Whether guarded actions can run in this mode on the store itself
+    /// (WRITE). FOLLOW mode acts through the daemon's admin API when the
+    /// console has an [`crate::operator::Operator`]; see `App::can_write`.
     pub fn can_write(&self) -> bool {
         matches!(self, OpenMode::Write)
     }
@@ -130,6 +132,9 @@ pub struct Source {
     /// The store opened as its writer whatever its format, while this
     /// console runs the guided migration (see [`Request::MigrationStep`]).
     migrator: Option<Store>,
+    /// Carries out purge and replay (audited jobs; through the daemon's
+    /// admin API in FOLLOW mode).
+    operator: Option<OperatorHandle>,
     // Drop order: the store before the follower's directory.
     store: Option<Store>,
     _secondary: Option<SecondaryDir>,
@@ -171,6 +176,7 @@ impl Source {
             read_only_forced: req.read_only,
             write_requested: req.write,
             migrator: None,
+            operator: None,
             store: None,
             _secondary: None,
         };
@@ -183,7 +189,7 @@ impl Source {
             (Some(pid), false, write) => {
                 if write {
                     src.notices.push(format!(
-                        "--write ignored: daemon pid {pid} holds the store; actions beside a daemon need its admin API (not available yet)"
+                        "--write ignored: daemon pid {pid} holds the store; actions go through its admin API"
                     ));
                 }
                 src.open_follow(pid)?;
@@ -211,6 +217,21 @@ impl Source {
         self._secondary = Some(dir);
         self.mode = OpenMode::Follow { pid };
         Ok(())
+    }
+
+    /// Hands purge and replay to `op` (the binary's audited jobs).
+    pub fn set_operator(&mut self, op: OperatorHandle) {
+        self.operator = Some(op);
+    }
+
+    /// Whether guarded actions can run: on the store we write, or through
+    /// the daemon we follow when an operator can reach it.
+    pub fn can_act(&self) -> bool {
+        match self.mode {
+            OpenMode::Write => true,
+            OpenMode::Follow { .. } => self.operator.is_some() && !self.read_only_forced,
+            _ => false,
+        }
     }
 
     /// The open store (None when it needs migrating).
@@ -310,7 +331,9 @@ impl Source {
             read_only: self.read_only_forced,
             write: self.write_requested,
         };
+        let operator = self.operator.take();
         *self = Source::open(&req, now)?;
+        self.operator = operator;
         Ok(Reply::Reopened {
             mode: self.mode.clone(),
             format: self.probe.format,
@@ -594,6 +617,12 @@ impl Source {
                 _ => Ok(0),
             };
         }
+        if let Ok(Some(op)) = self.acting_operator() {
+            return op
+                .0
+                .dry_run(self.own_store(), scope)
+                .map_err(|m| self.operator_error(m));
+        }
         let s = self.need()?;
         Ok(match scope {
             ActionScope::Purge { ord, kinds, .. } => {
@@ -639,9 +668,25 @@ impl Source {
                 "as one action: the migration runs step by step",
             ));
         }
+        if let Some(op) = self.acting_operator()? {
+            let own = self.own_store();
+            let mut expected = 0;
+            let touched =
+                op.0.run(own, scope, &mut |done, total| {
+                    expected = total;
+                    progress(Progress { done, total });
+                })
+                .map_err(|m| self.operator_error(m))?;
+            self.fresh_at = now;
+            return Ok(ActionResult {
+                scope: scope.clone(),
+                expected,
+                touched,
+            });
+        }
         if !self.mode.can_write() {
             return Err(StoreError::ReadOnly(
-                "without --write (actions beside a daemon need its admin API)",
+                "without --write, and no daemon admin API to act through",
             ));
         }
         let total = self.dry_run(scope)?;
@@ -686,6 +731,37 @@ impl Source {
             expected: total,
             touched: done,
         })
+    }
+}
+
+impl Source {
+    /// The operator to act through, if this mode acts through one; an
+    /// error when actions are impossible here.
+    fn acting_operator(&self) -> Result<Option<&OperatorHandle>, StoreError> {
+        match (&self.operator, &self.mode) {
+            (Some(op), OpenMode::Write) => Ok(Some(op)),
+            (Some(op), OpenMode::Follow { .. }) if !self.read_only_forced => Ok(Some(op)),
+            (_, OpenMode::Write) => Ok(None),
+            _ => Err(StoreError::ReadOnly(
+                "read-only (no daemon to act through, and no --write)",
+            )),
+        }
+    }
+
+    /// Our own store handle when we are its writer; beside a daemon the
+    /// operator goes through the daemon instead.
+    fn own_store(&self) -> Option<&Store> {
+        match self.mode {
+            OpenMode::Write => self.store.as_ref(),
+            _ => None,
+        }
+    }
+
+    fn operator_error(&self, message: String) -> StoreError {
+        StoreError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other(message),
+        }
     }
 }
 

@@ -190,13 +190,12 @@ pub fn help_lines(write: bool) -> Vec<(Option<&'static str>, String)> {
         if scope == Scope::Write && !write {
             out.push((
                 None,
-                "  hidden: writes need --write on a store no daemon holds.".into(),
+                "  hidden: actions need a running daemon to act through (its".into(),
             ));
             out.push((
                 None,
-                "  Beside a running daemon they go through its admin API,".into(),
+                "  admin API), or --write on a store no daemon holds.".into(),
             ));
-            out.push((None, "  which is not available yet (issue 5).".into()));
             continue;
         }
         for b in KEYMAP.iter().filter(|b| b.scope == scope) {

@@ -311,6 +311,37 @@ fn guarded_actions_are_hidden_without_write_mode() {
 }
 
 #[test]
+fn beside_a_daemon_with_an_operator_actions_go_through_it() {
+    let mut a = app(OpenMode::Follow { pid: 42 });
+    a.acts_via_daemon = true;
+    assert!(a.can_write());
+    a.stack.push(Screen::Tenant { ord: 3 });
+    a.tenant = Some(ankusa_ui::data::TenantDetail {
+        ord: 3,
+        name: "acme".into(),
+        counters: Counters::default(),
+        first_due: None,
+        heat: vec![],
+        dlq: DlqPage {
+            entries: vec![],
+            next: None,
+        },
+    });
+    let e = keys(&mut a, "A");
+    assert!(
+        matches!(
+            fetches(&e)[..],
+            [Request::DryRun(ActionScope::ReplayTenant { ord: 3, .. })]
+        ),
+        "{e:?}"
+    );
+    // A read-only snapshot has no daemon to act through, operator or not.
+    let mut ro = app(OpenMode::ReadOnly);
+    ro.acts_via_daemon = true;
+    assert!(!ro.can_write());
+}
+
+#[test]
 fn purge_goes_through_dry_run_typed_name_progress_and_result() {
     let mut a = app(OpenMode::Write);
     a.stack.push(Screen::Tenant { ord: 3 });
