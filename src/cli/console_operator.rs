@@ -49,6 +49,12 @@ fn ask(scope: &ActionScope) -> Result<Ask, String> {
             tenant: Some(tenant.clone()),
             ..ReplayRequest::default()
         })),
+        ActionScope::ReplayRange { tenant, from, to } => Ok(Ask::Replay(ReplayRequest {
+            tenant: tenant.as_ref().map(|t| t.1.clone()),
+            from: Some(*from),
+            to: Some(*to),
+            ..ReplayRequest::default()
+        })),
         ActionScope::Migrate => Err("the migration runs step by step in the console".into()),
     }
 }

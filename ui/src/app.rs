@@ -1138,6 +1138,52 @@ impl App {
         }
     }
 
+    /// `:replay-since 2h`: replay the rows dead-lettered in the last `d`,
+    /// of the tenant whose DLQ is shown, else of every tenant.
+    fn replay_since(&mut self, d: &str) -> Vec<Effect> {
+        let Ok(span) = humantime::parse_duration(d.trim()) else {
+            self.status = format!("{d:?} is not a duration (try :replay-since 30m)");
+            return Vec::new();
+        };
+        if !self.can_write() {
+            self.status =
+                "actions need a daemon to act through (FOLLOW), or WRITE mode (--write, no daemon)"
+                    .into();
+            return Vec::new();
+        }
+        let tenant = match self.screen().clone() {
+            Screen::Dlq {
+                ord: Some(ord),
+                name,
+            } => Some((
+                ord,
+                name.unwrap_or_else(|| {
+                    self.dlq
+                        .data
+                        .as_ref()
+                        .map_or("?", |d| d.name(ord))
+                        .to_owned()
+                }),
+            )),
+            Screen::Tenant { ord } => match self.tenant.as_ref().filter(|t| t.ord == ord) {
+                Some(t) => Some((ord, t.name.clone())),
+                None => None,
+            },
+            _ => None,
+        };
+        let ms = u64::try_from(span.as_millis()).unwrap_or(u64::MAX);
+        let scope = ActionScope::ReplayRange {
+            tenant,
+            from: self.now.saturating_sub(ms),
+            to: self.now.saturating_add(1),
+        };
+        self.overlays.push(Overlay::Guard(Guard {
+            scope: scope.clone(),
+            stage: Stage::Counting,
+        }));
+        self.fetch(vec![Request::DryRun(scope)])
+    }
+
     fn start_guard(&mut self, action: Action) -> Vec<Effect> {
         if !self.can_write() {
             self.status =
@@ -1375,6 +1421,7 @@ impl App {
                 name: name.to_owned(),
                 dlq: false,
             }]),
+            ("replay-since", d) => self.replay_since(d),
             ("sort", f) => match f {
                 "ord" | "ordinal" | "" => {
                     self.stack = vec![Screen::Tenants];

@@ -651,6 +651,14 @@ impl Source {
                 n
             }
             ActionScope::ReplayTenant { ord, .. } => queries::counters(s, *ord)?.dead.max(0) as u64,
+            ActionScope::ReplayRange { tenant, from, to } => {
+                let mut n = 0u64;
+                range_pages(s, tenant.as_ref().map(|t| t.0), *from, *to, |rows| {
+                    n += rows.len() as u64;
+                    Ok(())
+                })?;
+                n
+            }
             ActionScope::Migrate => 0,
         })
     }
@@ -723,6 +731,15 @@ impl Source {
                 }
                 done
             }
+            ActionScope::ReplayRange { tenant, from, to } => {
+                let mut done = 0u64;
+                range_pages(s, tenant.as_ref().map(|t| t.0), *from, *to, |rows| {
+                    done += replay_chunk(s, rows, now)?;
+                    progress(Progress { done, total });
+                    Ok(())
+                })?;
+                done
+            }
             ActionScope::Migrate => 0,
         };
         self.fresh_at = now;
@@ -761,6 +778,42 @@ impl Source {
         StoreError::Io {
             path: self.path.clone(),
             source: std::io::Error::other(message),
+        }
+    }
+}
+
+/// Walks the DLQ (one tenant's or the node's) newest first from `to` down
+/// to `from`, a page of [`REPLAY_CHUNK`] rows at a time. Revived rows leave
+/// the DLQ, and the cursor is strictly older than each page's last row, so
+/// it stays valid while `f` replays the page.
+fn range_pages(
+    s: &Store,
+    ord: Option<u32>,
+    from: u64,
+    to: u64,
+    mut f: impl FnMut(&[DeadRow]) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut cursor = Some(queries::DlqCursor {
+        at: to,
+        seq: 0,
+        sink: 0,
+    });
+    loop {
+        let page = match ord {
+            Some(o) => queries::dlq_page_for_tenant(s, o, cursor, REPLAY_CHUNK)?,
+            None => queries::dlq_page(s, cursor, REPLAY_CHUNK)?,
+        };
+        let rows: Vec<DeadRow> = page
+            .entries
+            .iter()
+            .take_while(|r| r.at >= from)
+            .cloned()
+            .collect();
+        let stop = rows.len() < page.entries.len();
+        f(&rows)?;
+        match page.next {
+            Some(next) if !stop => cursor = Some(next),
+            _ => return Ok(()),
         }
     }
 }
@@ -1017,6 +1070,12 @@ pub enum ActionScope {
         ord: u32,
         tenant: String,
     },
+    /// Rows dead-lettered in `[from, to)` (ms), node-wide or of one tenant.
+    ReplayRange {
+        tenant: Option<(u32, String)>,
+        from: u64,
+        to: u64,
+    },
     /// The format 2 → 3 migration of the whole store (guided, step by step).
     Migrate,
 }
@@ -1039,6 +1098,17 @@ impl ActionScope {
             ActionScope::ReplayTenant { tenant, .. } => {
                 format!("replay every dead row of tenant {tenant}")
             }
+            ActionScope::ReplayRange { tenant, from, to } => {
+                let whose = match tenant {
+                    Some((_, t)) => format!("of tenant {t}"),
+                    None => "of every tenant".into(),
+                };
+                format!(
+                    "replay the dead rows {whose} dead-lettered from {} to {} UTC",
+                    crate::fmt::utc(*from),
+                    crate::fmt::utc(*to)
+                )
+            }
             ActionScope::Migrate => {
                 "migrate this store from format 2 to format 3 (one-way: older releases cannot open it afterwards)".into()
             }
@@ -1051,7 +1121,7 @@ impl ActionScope {
             ActionScope::Purge { tenant, .. } | ActionScope::ReplayTenant { tenant, .. } => {
                 tenant.clone()
             }
-            ActionScope::ReplayRows { .. } => "replay".into(),
+            ActionScope::ReplayRows { .. } | ActionScope::ReplayRange { .. } => "replay".into(),
             ActionScope::Migrate => "migrate".into(),
         }
     }

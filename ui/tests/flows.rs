@@ -147,6 +147,63 @@ fn replaying_the_dead_only_tenant_moves_its_rows_and_changes_the_counters() {
 }
 
 #[test]
+fn replaying_a_time_range_takes_exactly_the_rows_dead_lettered_in_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), true);
+    let s = src.store().expect("open");
+    let ord = tenants::ord_of(s, "dead-only")
+        .expect("read")
+        .expect("dead-only");
+    let before = queries::counters(s, ord).expect("counters");
+    let all = queries::dlq_page_for_tenant(s, ord, None, 100_000).expect("dlq");
+    let since = NOW - 20 * 60 * 1000;
+    let in_range = all
+        .entries
+        .iter()
+        .filter(|r| r.at >= since && r.at <= NOW)
+        .count() as u64;
+    assert!(
+        in_range > 0 && (in_range as i64) < before.dead,
+        "a range that splits the DLQ"
+    );
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(
+        &mut app,
+        &mut src,
+        ":dlq dead-only
+:replay-since 20m
+",
+    );
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => assert_eq!(
+            g.stage,
+            ankusa_ui::app::Stage::Confirm {
+                count: in_range,
+                typed: String::new()
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+    type_keys(&mut app, &mut src, "replay\n");
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::app::Stage::Done(Ok(r)) => {
+                assert_eq!((r.expected, r.touched), (in_range, in_range))
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    let after = queries::counters(src.store().expect("open"), ord).expect("counters");
+    assert_eq!(after.dead, before.dead - in_range as i64);
+    drop(src);
+    let s = Store::open_read_only(dir.path()).expect("ro");
+    assert!(ankusa_store::check::run(&s, |_, _| {}).expect("check").ok());
+}
+
+#[test]
 fn purging_a_tenant_removes_exactly_the_dry_run_count() {
     let dir = tempfile::tempdir().expect("tempdir");
     fixture_store(dir.path());
