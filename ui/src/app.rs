@@ -1165,10 +1165,11 @@ impl App {
                         .to_owned()
                 }),
             )),
-            Screen::Tenant { ord } => match self.tenant.as_ref().filter(|t| t.ord == ord) {
-                Some(t) => Some((ord, t.name.clone())),
-                None => None,
-            },
+            Screen::Tenant { ord } => self
+                .tenant
+                .as_ref()
+                .filter(|t| t.ord == ord)
+                .map(|t| (ord, t.name.clone())),
             _ => None,
         };
         let ms = u64::try_from(span.as_millis()).unwrap_or(u64::MAX);
