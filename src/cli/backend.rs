@@ -285,6 +285,17 @@ pub enum Action {
     Started(Job),
 }
 
+/// 0 for a job that finished its work, 2 (an error, reported) otherwise.
+pub fn exit_code(done: &Job) -> std::process::ExitCode {
+    if done.state == JobState::Done {
+        return std::process::ExitCode::SUCCESS;
+    }
+    if let Some(e) = &done.error {
+        eprintln!("ankusa: job {} failed: {e}", done.id);
+    }
+    std::process::ExitCode::from(2)
+}
+
 pub fn state(j: &Job) -> &'static str {
     match j.state {
         JobState::Running => "running",

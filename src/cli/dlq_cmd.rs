@@ -137,14 +137,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                     done.progress.replayed
                 );
             }
-            Ok(if done.state == crate::admin::model::JobState::Done {
-                ExitCode::SUCCESS
-            } else {
-                if let Some(e) = &done.error {
-                    eprintln!("ankusa: job {} failed: {e}", done.id);
-                }
-                ExitCode::from(2)
-            })
+            Ok(backend::exit_code(&done))
         }
     }
 }

@@ -108,14 +108,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
                     p.dead
                 );
             }
-            Ok(if done.state == crate::admin::model::JobState::Done {
-                ExitCode::SUCCESS
-            } else {
-                if let Some(e) = &done.error {
-                    eprintln!("ankusa: job {} failed: {e}", done.id);
-                }
-                ExitCode::from(2)
-            })
+            Ok(backend::exit_code(&done))
         }
     }
 }
