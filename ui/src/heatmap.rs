@@ -1,5 +1,6 @@
 //! The active-tenant heatmap: due rows of a tenant counted per due-time
-//! bucket, with a cap per cell so a cell costs at most `cap + 1` rows read.
+//! bucket, with a cap per cell ([`CAP`]) so a cell costs at most `cap + 1`
+//! keys read and one seek, whatever the backlog.
 //!
 //! Columns are aligned to the zoom so cells do not shift between refreshes.
 //! Column `now_col` holds "now"; columns to its left are overdue (column 0
@@ -7,7 +8,7 @@
 //! (retries waiting out their backoff; the last column takes everything
 //! later).
 
-use ankusa_store::tenants;
+use ankusa_store::queries;
 use ankusa_store::{Store, StoreError};
 
 /// Zoom levels: bucket widths in ms, 1 s to 1 h.
@@ -90,16 +91,17 @@ pub fn count_row(
 }
 
 /// Due rows of several tenants per column, capped: one store iterator for
-/// all the rows, one seek per non-empty cell and at most `cap + 1` keys read
-/// per cell ([`tenants::due_counts`]), so a refresh costs at most
-/// `rows × cols × (cap + 2)` keys whatever the backlog.
+/// all the rows ([`queries::due_window_counts`]); per row one seek, then per
+/// non-empty cell at most `cap + 1` keys read and one seek past a saturated
+/// cell, so a refresh costs at most `rows × (1 + cols)` seeks and
+/// `rows × cols × (cap + 1)` keys whatever the backlog.
 pub fn count_rows(
     store: &Store,
     ords: &[u32],
     spec: &HeatSpec,
     now: u64,
 ) -> Result<Vec<Vec<u32>>, StoreError> {
-    tenants::due_counts(store, ords, &edges(spec, now), spec.cap)
+    queries::due_window_counts(store, ords, &edges(spec, now), spec.cap)
 }
 
 /// A cell's glyph: intensity by count, saturated above the cap. Glyphs carry
