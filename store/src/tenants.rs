@@ -387,83 +387,6 @@ pub fn by_prefix(
         .collect())
 }
 
-/// Due rows per time window for each tenant of `ords`, each count capped at
-/// `cap + 1` (a count above `cap` means "more than cap"). `edges` are the
-/// window boundaries, ascending: window `i` is `edges[i] <= at <
-/// edges[i + 1]`. One iterator for the whole request; per tenant, one seek
-/// per non-empty window (an empty stretch is skipped by the seek landing past
-/// it) and at most `cap + 1` steps per window, so the cost is bounded by
-/// `ords × windows × (cap + 2)` keys whatever the backlog. Only keys are
-/// read; values are not decoded.
-pub fn due_counts(store: &Store, ords: &[u32], edges: &[u64], cap: u32) -> Result<Vec<Vec<u32>>> {
-    let cols = edges.len().saturating_sub(1);
-    let mut out = vec![vec![0u32; cols]; ords.len()];
-    if cols == 0 {
-        return Ok(out);
-    }
-    let (lo, hi) = bounds::family(prefix::DUE);
-    let mut ro = rocksdb::ReadOptions::default();
-    ro.set_iterate_lower_bound(lo);
-    ro.set_iterate_upper_bound(hi);
-    let mut it = store.db.raw_iterator_cf_opt(store.cf(Family::Index)?, ro);
-    // (ord, at) of the key under the iterator. Read straight from the fixed
-    // layout `D ord:u32 at:u64 seq:u64 sink:u16`: this runs once per key
-    // counted, up to rows × columns × (cap + 1) times a refresh.
-    let here = |it: &rocksdb::DBRawIterator<'_>| -> Result<Option<(u32, u64)>> {
-        match it.key() {
-            None => Ok(None),
-            Some(k) => match (k.len(), k.first(), k.get(1..5), k.get(5..13)) {
-                (crate::keys::DueKey::LEN, Some(&prefix::DUE), Some(o), Some(a)) => {
-                    let mut ob = [0u8; 4];
-                    let mut ab = [0u8; 8];
-                    ob.copy_from_slice(o);
-                    ab.copy_from_slice(a);
-                    Ok(Some((u32::from_be_bytes(ob), u64::from_be_bytes(ab))))
-                }
-                _ => {
-                    Err(crate::error::DecodeError::new("due key", "wrong length or prefix").into())
-                }
-            },
-        }
-    };
-    for (row, &ord) in out.iter_mut().zip(ords) {
-        it.seek(bounds::tenant_at(prefix::DUE, ord, edges[0]));
-        let mut col = 0usize;
-        while col < cols {
-            let Some((o, at)) = here(&it)? else { break };
-            if o != ord || at >= edges[cols] {
-                break;
-            }
-            // The window holding `at` (never before `col`: the iterator only
-            // moves forward).
-            let c = edges
-                .partition_point(|&e| e <= at)
-                .saturating_sub(1)
-                .clamp(col, cols - 1);
-            let end = edges[c + 1];
-            let mut n = 0u32;
-            while n <= cap {
-                match here(&it)? {
-                    Some((o, a)) if o == ord && a < end => {
-                        n += 1;
-                        it.next();
-                    }
-                    _ => break,
-                }
-            }
-            row[c] = n;
-            if n > cap && c + 1 < cols {
-                // Saturated: skip the rest of the window with one seek.
-                it.seek(bounds::tenant_at(prefix::DUE, ord, end));
-            }
-            col = c + 1;
-        }
-        // A scan that stops on an error is an error, never a short result.
-        it.status()?;
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod console_query_tests {
     use super::*;
@@ -562,7 +485,7 @@ mod console_query_tests {
     }
 
     #[test]
-    fn due_counts_count_each_window_capped_and_skip_empty_ones() {
+    fn due_window_counts_count_each_window_capped_and_skip_empty_ones() {
         // Tenant t: 1 row in [0,10), 5 rows in [20,30), none in [10,20),
         // 2 rows in [30, MAX). Tenant u: nothing due.
         let mut rows = vec![("t", 5)];
@@ -572,15 +495,15 @@ mod console_query_tests {
         let t = ord_of(&s, "t").expect("ord").expect("t");
         let u2 = ord_of(&s, "u2").expect("ord").expect("u2");
         let edges = [0, 10, 20, 30, u64::MAX];
-        let c = due_counts(&s, &[t, 999, u2], &edges, 8).expect("counts");
+        let c = crate::queries::due_window_counts(&s, &[t, 999, u2], &edges, 8).expect("counts");
         assert_eq!(c[0], [1, 0, 5, 2]);
         assert_eq!(c[1], [0, 0, 0, 0], "an unknown ordinal has no rows");
         assert_eq!(c[2], [1, 0, 0, 0]);
         // Capped: 5 rows with cap 3 read as 4 ("more than 3").
-        let c = due_counts(&s, &[t], &edges, 3).expect("counts");
+        let c = crate::queries::due_window_counts(&s, &[t], &edges, 3).expect("counts");
         assert_eq!(c[0], [1, 0, 4, 2]);
         // Windows that start after 0 ignore older rows.
-        let c = due_counts(&s, &[t], &[20, 30, 50], 8).expect("counts");
+        let c = crate::queries::due_window_counts(&s, &[t], &[20, 30, 50], 8).expect("counts");
         assert_eq!(c[0], [5, 1]);
     }
 }
