@@ -208,11 +208,4 @@ impl Operator for ConsoleOperator {
             )),
         }
     }
-
-    fn daemon_reachable(&self) -> bool {
-        matches!(
-            Client::probe(&self.store, self.token.clone()),
-            Ok(Probe::Daemon(_))
-        )
-    }
 }

@@ -30,9 +30,6 @@ pub trait Operator: Send + Sync {
         scope: &ActionScope,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u64, String>;
-
-    /// Whether actions can go through a running daemon right now.
-    fn daemon_reachable(&self) -> bool;
 }
 
 /// A shareable operator with a `Debug` that says what it is.
