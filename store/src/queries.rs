@@ -673,6 +673,37 @@ mod tests {
         store.commit(b, true).unwrap();
     }
 
+    /// A tenant's DLQ page reads that tenant's key range and nothing else:
+    /// undecodable keys planted right below and right above it (the
+    /// neighbouring ordinals' ranges) would fail the page if it touched
+    /// them, as they fail a read of the neighbour.
+    #[test]
+    fn a_tenant_dlq_page_reads_only_that_tenants_key_range() {
+        let (_d, store) = store_with_due(&[(2, 10), (2, 20), (2, 30)]);
+        let mut b = Batch::new();
+        for r in due_for_tenant(&store, 2, u64::MAX, 0, 10, u64::MAX).unwrap() {
+            let f = transitions::claim(&mut b, &r);
+            let d = crate::values::DeliveryRow::new(2, f.size);
+            transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s");
+        }
+        store.commit(b, true).unwrap();
+        let mut b = Batch::new();
+        for ord in [1u32, 3] {
+            let mut k = vec![crate::keys::prefix::DEAD_BY_TENANT];
+            k.extend_from_slice(&ord.to_be_bytes());
+            k.push(0xEE);
+            b.put(Family::Index, k, b"garbage".to_vec());
+        }
+        store.commit(b, true).unwrap();
+        let page = dlq_page_for_tenant(&store, 2, None, 100).unwrap();
+        assert_eq!(page.entries.len(), 3);
+        assert!(page.entries.iter().all(|r| r.ord == 2));
+        assert!(
+            dlq_page_for_tenant(&store, 3, None, 100).is_err(),
+            "the planted key is there to be found"
+        );
+    }
+
     /// Due rows `(ord, at)` ingested straight by ordinal, one commit.
     fn store_with_due(rows: &[(u32, u64)]) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
