@@ -21,6 +21,13 @@
 //!   single allocator; past `tenants.max` the migration still completes (the
 //!   cap refuses new tenants at ingest; it never strands existing rows).
 //! - The format stamp changes in the same write as the last step.
+//! - Each run reads the hooks' tenants and the old delivery rows once, in key
+//!   order, before its first step (see `Lookup`); steps never read a hook or
+//!   a delivery row at random. Only the migration writes while it runs, so
+//!   that snapshot stays exact.
+//! - A step's operations are written in key order (a stable sort: operations
+//!   on one key keep their order), which changes nothing but the cost of the
+//!   memtable inserts.
 //!
 //! Phases: 1 due (`d`), 2 inflight (`f`), 3 dead (`x`), 4 archive (`a`),
 //! 5 finish (delete what is left of the old `d` and `f` ranges, stamp 3).
@@ -286,6 +293,8 @@ pub struct Migration<'a> {
     /// allocator only after the step's batch is durable.
     pending: Option<Resolution>,
     step_rows: usize,
+    /// The hooks' tenants and the old delivery rows, read once per run.
+    lookup: Option<Lookup>,
 }
 
 /// What [`Migration::step`] did.
@@ -331,6 +340,7 @@ impl<'a> Migration<'a> {
             max: tenants_max,
             pending: None,
             step_rows: STEP_ROWS,
+            lookup: None,
         })
     }
 
@@ -386,6 +396,11 @@ impl<'a> Migration<'a> {
         // move_rows resolved tenants into `b`; the allocator learns them only
         // once the batch is durable.
         let res = self.pending.take();
+        // Memtable inserts in key order reuse the skiplist's last insert
+        // position instead of searching from the top for every key. A stable
+        // sort keeps the order of operations on one key, and a step's
+        // operations on different keys commute (it writes no range deletes).
+        b.ops.sort_by(|x, y| (x.fam, &x.key).cmp(&(y.fam, &y.key)));
         self.store.commit(b, true)?;
         if let Some(res) = res {
             self.alloc.committed(res);
@@ -466,48 +481,41 @@ impl Migration<'_> {
             };
             parsed.push((seq, sink));
         }
-        // The tenant of each distinct hook: a hook that is gone or does not
-        // decode files its rows under `default`.
-        let mut seqs: Vec<u64> = parsed.iter().map(|p| p.0).collect();
-        seqs.sort_unstable();
-        seqs.dedup();
-        let hook_keys: Vec<Vec<u8>> = seqs.iter().map(|s| keys::hook_key(*s).to_vec()).collect();
-        let hooks = self.store.multi_get(Family::Hooks, &hook_keys)?;
-        let mut tenant_of: HashMap<u64, String> = HashMap::with_capacity(seqs.len());
-        for (seq, h) in seqs.iter().zip(hooks) {
-            let t = h
-                .and_then(|b| Envelope::decode_tenant(&b).ok())
-                .filter(|t| !t.is_empty() && validate_id(t).is_ok())
-                .unwrap_or_else(|| DEFAULT_TENANT.to_owned());
-            tenant_of.insert(*seq, t);
+        let lookup = match &mut self.lookup {
+            Some(l) => l,
+            None => self.lookup.insert(Lookup::read(self.store)?),
+        };
+        // Each row's interned tenant, and the distinct tenants in first-sight
+        // order (= key order), which is the order ordinals are allocated in.
+        let row_tenant: Vec<u32> = parsed.iter().map(|(seq, _)| lookup.tenant(*seq)).collect();
+        let mut slot_of: HashMap<u32, usize> = HashMap::new();
+        let mut distinct: Vec<u32> = Vec::new();
+        for t in &row_tenant {
+            slot_of.entry(*t).or_insert_with(|| {
+                distinct.push(*t);
+                distinct.len() - 1
+            });
         }
-        // First-sight order within the step = key order.
-        let order: Vec<&str> = parsed
+        let res = self.alloc.resolve(
+            self.store,
+            distinct.iter().map(|t| lookup.tenant_name(*t)),
+            b,
+        )?;
+        let ords = distinct
             .iter()
-            .filter_map(|(seq, _)| tenant_of.get(seq).map(String::as_str))
-            .collect();
-        let res = self.alloc.resolve(self.store, order, b)?;
-        let ord_of = |seq: u64| -> Result<u32> {
-            let t = tenant_of.get(&seq).map_or(DEFAULT_TENANT, String::as_str);
-            res.ord(t, u32::MAX - 1)
-        };
-        // Delivery rows are rewritten with their ordinal (format 2 rows have none).
-        let dkeys: Vec<Vec<u8>> = if phase == Phase::Archive {
-            Vec::new()
-        } else {
-            parsed
-                .iter()
-                .map(|(s, k)| keys::delivery_key(*s, *k).to_vec())
-                .collect()
-        };
-        let drows = self.store.multi_get(Family::Deliveries, &dkeys)?;
-        for (i, ((k, v), (seq, sink))) in rows.iter().zip(&parsed).enumerate() {
-            let ord = ord_of(*seq)?;
-            let old = drows
-                .get(i)
-                .cloned()
-                .flatten()
-                .and_then(|b| v2::decode_delivery(&b).ok());
+            .map(|t| res.ord(lookup.tenant_name(*t), u32::MAX - 1))
+            .collect::<Result<Vec<u32>>>()?;
+        for (((k, v), (seq, sink)), t) in rows.iter().zip(&parsed).zip(&row_tenant) {
+            let ord = slot_of
+                .get(t)
+                .and_then(|i| ords.get(*i))
+                .copied()
+                .ok_or(StoreError::TenantLimit { max: u32::MAX - 1 })?;
+            let old = if phase == Phase::Archive {
+                None
+            } else {
+                lookup.take_delivery(*seq, *sink)
+            };
             match phase {
                 Phase::Due => {
                     let key = V2DueKey::decode(k)?;
@@ -553,6 +561,206 @@ impl Migration<'_> {
     }
 }
 
+/// What a step needs from the hooks and deliveries families, read once per
+/// run in key order.
+///
+/// Rows come due in time order, which is random by seq: looking their hooks
+/// and delivery rows up per step costs a random block read per row, and the
+/// share of those that miss the block cache grows with the store, so the
+/// time per row grew with the store. Two sequential scans at the start cost
+/// the same per row at any size (about 40 bytes of memory per row). Nothing
+/// but the migration writes while it runs, and it rewrites a delivery row
+/// only when it consumes it, so the lookup stays exact: a consumed row reads
+/// as absent afterwards, as a re-read of the rewritten (format 3) row would
+/// have failed to decode as format 2.
+struct Lookup {
+    /// Interned tenant ids; `tenants[0]` is `default`.
+    tenants: Vec<String>,
+    /// Hook seqs, ascending, the index of each hook's tenant, and where
+    /// a seq falls.
+    hook_seqs: Vec<u64>,
+    hook_tenant: Vec<u32>,
+    hook_index: SeqIndex,
+    /// Format 2 delivery rows in key order, their seqs, and where a seq
+    /// falls.
+    deliveries: Vec<OldDelivery>,
+    delivery_seqs: Vec<u64>,
+    delivery_index: SeqIndex,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OldDelivery {
+    size: u32,
+    sink: u16,
+    attempts: u16,
+    taken: bool,
+}
+
+impl Lookup {
+    fn read(store: &Store) -> Result<Self> {
+        let mut tenants = vec![DEFAULT_TENANT.to_owned()];
+        let mut interned: HashMap<String, u32> = HashMap::new();
+        let mut hook_seqs = Vec::new();
+        let mut hook_tenant = Vec::new();
+        store.scan(Family::Hooks, &[], &[0xFF; 9], Dir::Forward, |k, v| {
+            let Ok(seq) = keys::decode_hook_key(k) else {
+                return Ok(ControlFlow::Continue(()));
+            };
+            // A hook that does not decode, or has no valid tenant, files its
+            // rows under `default` (index 0).
+            let t = match Envelope::decode_tenant(v) {
+                Ok(name) => match interned.get(&name) {
+                    Some(&i) => i,
+                    None => {
+                        let i = if !name.is_empty() && validate_id(&name).is_ok() {
+                            tenants.push(name.clone());
+                            u32::try_from(tenants.len() - 1).unwrap_or(0)
+                        } else {
+                            0
+                        };
+                        interned.insert(name, i);
+                        i
+                    }
+                },
+                Err(_) => 0,
+            };
+            hook_seqs.push(seq);
+            hook_tenant.push(t);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let mut deliveries = Vec::new();
+        let mut delivery_seqs = Vec::new();
+        store.scan(
+            Family::Deliveries,
+            &[],
+            &[0xFF; 11],
+            Dir::Forward,
+            |k, v| {
+                // Rows already migrated by an interrupted run are format 3 and do
+                // not decode as format 2: their index keys have moved, so no
+                // step asks for them.
+                if let (Ok((seq, sink)), Ok((size, attempts))) =
+                    (keys::decode_delivery_key(k), v2::decode_delivery(v))
+                {
+                    delivery_seqs.push(seq);
+                    deliveries.push(OldDelivery {
+                        size,
+                        sink,
+                        attempts,
+                        taken: false,
+                    });
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(Self {
+            tenants,
+            hook_index: SeqIndex::new(&hook_seqs),
+            hook_seqs,
+            hook_tenant,
+            delivery_index: SeqIndex::new(&delivery_seqs),
+            deliveries,
+            delivery_seqs,
+        })
+    }
+
+    /// The interned tenant a hook's rows file under (`default`, 0, for a
+    /// hook that is gone).
+    fn tenant(&self, seq: u64) -> u32 {
+        let r = self.hook_index.find(&self.hook_seqs, seq);
+        self.hook_tenant
+            .get(r)
+            .and_then(|t| t.first())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn tenant_name(&self, t: u32) -> &str {
+        self.tenants
+            .get(t as usize)
+            .map_or(DEFAULT_TENANT, String::as_str)
+    }
+
+    /// The old delivery row's (size, attempts), once.
+    fn take_delivery(&mut self, seq: u64, sink: u16) -> Option<(u32, u16)> {
+        let r = self.delivery_index.find(&self.delivery_seqs, seq);
+        let d = self
+            .deliveries
+            .get_mut(r)?
+            .iter_mut()
+            .find(|d| d.sink == sink)?;
+        if d.taken {
+            return None;
+        }
+        d.taken = true;
+        Some((d.size, d.attempts))
+    }
+}
+
+/// Finds the entries of a seq in an ascending list of seqs in constant time
+/// for the usual (dense) seqs: the seq range is cut into at most as many
+/// buckets as there are entries, and each bucket records where its first
+/// entry is, so a lookup searches one bucket.
+struct SeqIndex {
+    base: u64,
+    shift: u32,
+    /// `starts[b]`: index of the first entry in bucket `b` or later;
+    /// one more element than there are buckets.
+    starts: Vec<u32>,
+}
+
+impl SeqIndex {
+    fn new(seqs: &[u64]) -> Self {
+        let (Some(&first), Some(&last)) = (seqs.first(), seqs.last()) else {
+            return Self {
+                base: 0,
+                shift: 0,
+                starts: vec![0],
+            };
+        };
+        let n = seqs.len() as u64;
+        let span = last - first;
+        let mut shift = 0u32;
+        while (span >> shift) >= n && shift < 63 {
+            shift += 1;
+        }
+        let buckets = usize::try_from((span >> shift) + 1).unwrap_or(usize::MAX);
+        let mut starts = Vec::with_capacity(buckets + 1);
+        for (i, s) in seqs.iter().enumerate() {
+            let b = usize::try_from((s - first) >> shift).unwrap_or(usize::MAX);
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            while starts.len() <= b {
+                starts.push(i);
+            }
+        }
+        starts.push(u32::try_from(seqs.len()).unwrap_or(u32::MAX));
+        Self {
+            base: first,
+            shift,
+            starts,
+        }
+    }
+
+    /// The index range of `seq`'s entries in `seqs` (empty if none).
+    fn find(&self, seqs: &[u64], seq: u64) -> std::ops::Range<usize> {
+        let Some(off) = seq.checked_sub(self.base) else {
+            return 0..0;
+        };
+        let b = usize::try_from(off >> self.shift).unwrap_or(usize::MAX);
+        let (Some(&lo), Some(&hi)) = (self.starts.get(b), self.starts.get(b.saturating_add(1)))
+        else {
+            return 0..0;
+        };
+        let (lo, hi) = (lo as usize, hi as usize);
+        let Some(bucket) = seqs.get(lo..hi) else {
+            return 0..0;
+        };
+        let from = bucket.partition_point(|s| *s < seq);
+        let to = bucket.partition_point(|s| *s <= seq);
+        lo + from..lo + to
+    }
+}
+
 fn put_delivery(b: &mut Batch, seq: u64, sink: u16, ord: u32, size: u32, old: Option<(u32, u16)>) {
     let mut row = DeliveryRow::new(ord, size);
     row.attempts = old.map_or(0, |o| o.1);
@@ -561,4 +769,48 @@ fn put_delivery(b: &mut Batch, seq: u64, sink: u16, ord: u32, size: u32, old: Op
         keys::delivery_key(seq, sink).to_vec(),
         row.encode(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute(seqs: &[u64], seq: u64) -> std::ops::Range<usize> {
+        let from = seqs.partition_point(|s| *s < seq);
+        let to = seqs.partition_point(|s| *s <= seq);
+        from..to
+    }
+
+    #[test]
+    fn the_seq_index_finds_what_a_binary_search_finds() {
+        let shapes: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![7],
+            (1..1000).collect(),
+            // Repeated seqs (a hook with several delivery rows).
+            (1..500).flat_map(|s| [s, s, s]).collect(),
+            // Sparse and clustered: most buckets hold nothing.
+            (0..300u64)
+                .map(|i| i * i * 1_000_003)
+                .chain([u64::MAX - 1, u64::MAX])
+                .collect(),
+        ];
+        for seqs in shapes {
+            let idx = SeqIndex::new(&seqs);
+            assert!(idx.starts.len() <= seqs.len() + 1, "{}", idx.starts.len());
+            let mut probes: Vec<u64> = vec![0, 1, 2, 6, 7, 8, 999, 1000, u64::MAX];
+            probes.extend(
+                seqs.iter()
+                    .flat_map(|s| [s.saturating_sub(1), *s, s.saturating_add(1)]),
+            );
+            for p in probes {
+                let (got, want) = (idx.find(&seqs, p), brute(&seqs, p));
+                if want.is_empty() {
+                    assert!(got.is_empty(), "seq {p}: {got:?}");
+                } else {
+                    assert_eq!(got, want, "seq {p}");
+                }
+            }
+        }
+    }
 }
