@@ -21,6 +21,12 @@
 //!   single allocator; past `tenants.max` the migration still completes (the
 //!   cap refuses new tenants at ingest; it never strands existing rows).
 //! - The format stamp changes in the same write as the last step.
+//! - [`Migration::run`] builds the next step while the previous one is
+//!   written on a second thread, but writes strictly in order, each only
+//!   after the previous is durable, so an interruption leaves exactly what
+//!   [`Migration::step`] would. A step that allocates ordinals is written
+//!   before the next is built; a failed write discards what was built ahead
+//!   and reloads the cursor and the allocator from the store.
 //! - A step deletes the old `d`/`f` keys it moved with one range delete from
 //!   the first to the last key it read: the scan read every key in between
 //!   and nothing else writes, so the old family after each step is what
@@ -304,6 +310,19 @@ pub struct Migration<'a> {
     /// allocator only after the step's batch is durable.
     pending: Option<Resolution>,
     step_rows: usize,
+    /// Set when a pipelined run failed and the state it had built ahead
+    /// could not be reloaded from the store: the migration must be started
+    /// again.
+    stale: bool,
+}
+
+/// A step built but not yet written.
+struct Prepared {
+    batch: Batch,
+    next: Cursor,
+    res: Option<Resolution>,
+    consumed: Vec<Consumed>,
+    moved: usize,
 }
 
 /// What a migration keeps on its store handle between steps, so a caller
@@ -361,6 +380,7 @@ impl<'a> Migration<'a> {
             max: tenants_max,
             pending: None,
             step_rows: STEP_ROWS,
+            stale: false,
         })
     }
 
@@ -376,6 +396,7 @@ impl<'a> Migration<'a> {
 
     /// Runs one step: at most [`STEP_ROWS`] rows, one synced write.
     pub fn step(&mut self) -> Result<StepOutcome> {
+        self.check_stale()?;
         if self.cursor.phase == Phase::Finish {
             self.finish()?;
             return Ok(StepOutcome::Finished);
@@ -393,6 +414,16 @@ impl<'a> Migration<'a> {
     }
 
     fn step_with(&mut self, lookup: &mut Lookup) -> Result<StepOutcome> {
+        let p = self.prepare(lookup)?;
+        self.store.commit(p.batch, true)?;
+        let moved = p.moved;
+        self.learn(p.res, &p.consumed, p.next, lookup)?;
+        Ok(StepOutcome::Moved(moved))
+    }
+
+    /// Builds the next step from `self.cursor`: its batch (operations in
+    /// key order, cursor included) and what it will have done once durable.
+    fn prepare(&mut self, lookup: &mut Lookup) -> Result<Prepared> {
         let phase = self.cursor.phase;
         let (lo, hi) = bounds::family(phase.prefix());
         let start = if self.cursor.last_key.is_empty() {
@@ -446,31 +477,125 @@ impl<'a> Migration<'a> {
         // operations on different keys commute (its one range delete covers
         // old keys only, which no other operation of the step writes).
         b.ops.sort_by(|x, y| (x.fam, &x.key).cmp(&(y.fam, &y.key)));
-        self.store.commit(b, true)?;
+        Ok(Prepared {
+            batch: b,
+            next,
+            res,
+            consumed,
+            moved,
+        })
+    }
+
+    /// Takes in what a step did: its new ordinals, the delivery rows it
+    /// consumed, its cursor (and, past the due phase, the usual options).
+    fn learn(
+        &mut self,
+        res: Option<Resolution>,
+        consumed: &[Consumed],
+        next: Cursor,
+        lookup: &mut Lookup,
+    ) -> Result<()> {
         if let Some(res) = res {
             self.alloc.committed(res);
         }
-        lookup.consumed(&consumed);
-        if next.phase != phase {
+        lookup.consumed(consumed);
+        if next.phase != self.cursor.phase {
             // The due phase is done: the compaction it deferred runs in the
             // background while the other phases move their rows.
             set_tuning(self.store, next.phase == Phase::Due)?;
         }
         self.cursor = next;
-        Ok(StepOutcome::Moved(moved))
+        Ok(())
     }
 
-    /// Runs steps until finished, calling `progress` after each.
+    /// Runs steps until finished, calling `progress` after each durable one.
+    ///
+    /// Pipelined: while one step's batch is written and synced on a second
+    /// thread, the next step is built from the state the first will leave.
+    /// Writes stay one synced batch per step, in order, each started only
+    /// once the previous one is durable, so what an interruption leaves is
+    /// what [`Migration::step`] would leave. Building ahead means learning a
+    /// step's ordinals and consumed rows before it is durable; if a write
+    /// fails, that state is thrown away and reloaded from the store.
     pub fn run(&mut self, mut progress: impl FnMut(&Cursor)) -> Result<()> {
-        loop {
-            match self.step()? {
-                StepOutcome::Finished => {
+        self.check_stale()?;
+        let out = self.run_pipelined(&mut progress);
+        if out.is_err() {
+            self.reload();
+        }
+        out
+    }
+
+    fn run_pipelined(&mut self, progress: &mut impl FnMut(&Cursor)) -> Result<()> {
+        let store = self.store;
+        let mut lookup = match state(store).lookup.take() {
+            Some(l) => l,
+            None if self.cursor.phase == Phase::Finish => Lookup::empty(),
+            None => Lookup::read(store, self.cursor.phase < Phase::Archive)?,
+        };
+        std::thread::scope(|scope| -> Result<()> {
+            // The write in flight and the cursor it makes durable.
+            let mut writing: Option<(std::thread::ScopedJoinHandle<'_, Result<()>>, Cursor)> = None;
+            loop {
+                if self.cursor.phase == Phase::Finish {
+                    if let Some((w, c)) = writing.take() {
+                        join(w)?;
+                        progress(&c);
+                    }
+                    self.finish()?;
                     progress(&self.cursor);
                     return Ok(());
                 }
-                StepOutcome::Moved(_) => progress(&self.cursor),
+                let p = self.prepare(&mut lookup)?;
+                // A step that allocates ordinals is written before the next
+                // is built: the allocator may look a tenant up in the store
+                // (its cache is bounded), and must find those rows there.
+                let allocates = p.res.as_ref().is_some_and(|r| !r.fresh().is_empty());
+                self.learn(p.res, &p.consumed, p.next, &mut lookup)?;
+                if let Some((w, c)) = writing.take() {
+                    join(w)?;
+                    progress(&c);
+                }
+                let batch = p.batch;
+                let w = scope.spawn(move || store.commit(batch, true));
+                if allocates {
+                    join(w)?;
+                    progress(&self.cursor);
+                } else {
+                    writing = Some((w, self.cursor.clone()));
+                }
             }
+        })
+    }
+
+    /// After a failed pipelined run: the cursor, ordinals and lookup it had
+    /// learned ahead may describe writes that never happened, so they are
+    /// read again from the store.
+    fn reload(&mut self) {
+        state(self.store).lookup = None;
+        self.pending = None;
+        let cursor = match self.store.get(Family::Meta, meta::MIGRATING_3) {
+            Ok(Some(b)) => Cursor::decode(&b).ok(),
+            _ => None,
+        };
+        let alloc = TenantAllocator::load(self.store, u32::MAX - 1).ok();
+        match (cursor, alloc) {
+            (Some(c), Some(a)) => {
+                self.cursor = c;
+                self.alloc = a;
+            }
+            _ => self.stale = true,
         }
+    }
+
+    fn check_stale(&self) -> Result<()> {
+        if self.stale {
+            return Err(StoreError::MigrationInProgress {
+                path: self.store.path().to_path_buf(),
+                target: FORMAT,
+            });
+        }
+        Ok(())
     }
 
     fn finish(&mut self) -> Result<()> {
@@ -517,7 +642,7 @@ impl Migration<'_> {
         rows: &[(Vec<u8>, Vec<u8>)],
         lookup: &mut Lookup,
         b: &mut Batch,
-    ) -> Result<Vec<usize>> {
+    ) -> Result<Vec<Consumed>> {
         // (seq, sink, size-from-index) per row, in order.
         let mut parsed: Vec<(u64, u16)> = Vec::with_capacity(rows.len());
         for (k, _) in rows {
@@ -630,6 +755,14 @@ fn set_tuning(store: &Store, on: bool) -> Result<()> {
     Ok(())
 }
 
+/// Waits for a step's write; a panic in it is a bug and stays a panic.
+fn join(w: std::thread::ScopedJoinHandle<'_, Result<()>>) -> Result<()> {
+    match w.join() {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 fn state(store: &Store) -> std::sync::MutexGuard<'_, HandleState> {
     // The state is a cache and a flag: a panic elsewhere cannot leave it
     // half-updated in a way that matters.
@@ -664,6 +797,18 @@ pub(crate) struct Lookup {
     /// `deliveries[hooks[i].first..hooks[i + 1].first]` (the last hook's run
     /// to the end). Empty when read for the archive phase, which needs none.
     deliveries: Vec<OldDelivery>,
+    /// Delivery rows not held here that a step rewrote: read again, they
+    /// would not decode as format 2, and the write may not be durable yet
+    /// when a pipelined run builds the next step.
+    consumed_outside: std::collections::HashSet<(u64, u16)>,
+}
+
+/// A delivery row a step rewrites: one held by the lookup, or one read from
+/// the store.
+#[derive(Debug, Clone, Copy)]
+enum Consumed {
+    Row(usize),
+    Outside(u64, u16),
 }
 
 /// A hook's seq, tenant and first delivery row, side by side: a lookup
@@ -684,14 +829,19 @@ struct OldDelivery {
 }
 
 impl Lookup {
-    fn read(store: &Store, with_deliveries: bool) -> Result<Self> {
-        let mut l = Self {
+    fn empty() -> Self {
+        Self {
             tenants: vec![DEFAULT_TENANT.to_owned()],
             interned: HashMap::new(),
             hooks: Vec::new(),
             hook_index: SeqIndex::new(&[]),
             deliveries: Vec::new(),
-        };
+            consumed_outside: Default::default(),
+        }
+    }
+
+    fn read(store: &Store, with_deliveries: bool) -> Result<Self> {
+        let mut l = Self::empty();
         let mut hooks = Vec::new();
         store.scan(Family::Hooks, &[], &[0xFF; 9], Dir::Forward, |k, v| {
             if let Ok(seq) = keys::decode_hook_key(k) {
@@ -806,7 +956,7 @@ impl Lookup {
         store: &Store,
         seq: u64,
         sink: u16,
-        consumed: &mut Vec<usize>,
+        consumed: &mut Vec<Consumed>,
     ) -> Result<Option<(u32, u16)>> {
         let found = self.hook(seq).and_then(|i| {
             let from = self.hooks.get(i)?.first as usize;
@@ -822,8 +972,12 @@ impl Lookup {
             Some(from + p)
         });
         if let Some(d) = found.and_then(|i| self.deliveries.get(i).map(|d| (i, d))) {
-            consumed.push(d.0);
+            consumed.push(Consumed::Row(d.0));
             return Ok((!d.1.consumed).then_some((d.1.size, d.1.attempts)));
+        }
+        consumed.push(Consumed::Outside(seq, sink));
+        if self.consumed_outside.contains(&(seq, sink)) {
+            return Ok(None);
         }
         Ok(store
             .get(Family::Deliveries, &keys::delivery_key(seq, sink))?
@@ -831,10 +985,17 @@ impl Lookup {
     }
 
     /// Marks delivery rows a durable step rewrote.
-    fn consumed(&mut self, rows: &[usize]) {
-        for i in rows {
-            if let Some(d) = self.deliveries.get_mut(*i) {
-                d.consumed = true;
+    fn consumed(&mut self, rows: &[Consumed]) {
+        for c in rows {
+            match *c {
+                Consumed::Row(i) => {
+                    if let Some(d) = self.deliveries.get_mut(i) {
+                        d.consumed = true;
+                    }
+                }
+                Consumed::Outside(seq, sink) => {
+                    self.consumed_outside.insert((seq, sink));
+                }
             }
         }
     }
