@@ -468,8 +468,9 @@ impl<'a> Migration<'a> {
             }
         }
         b.put(Family::Meta, meta::MIGRATING_3.to_vec(), next.encode());
-        // move_rows resolved tenants into `b`; the allocator learns them only
-        // once the batch is durable.
+        // move_rows resolved tenants into `b`; the allocator learns them in
+        // `learn`: after the write in `step`, before the next step is built
+        // in `run` (which writes a step that allocates before building on).
         let res = self.pending.take();
         // Memtable inserts in key order reuse the skiplist's last insert
         // position instead of searching from the top for every key. A stable
