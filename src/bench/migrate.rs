@@ -28,6 +28,10 @@ struct Cell {
     seconds: f64,
     rows_per_s: f64,
     us_per_row: f64,
+    /// Seconds per phase (due, inflight, dead, archive, finish): where the
+    /// time goes when the ratio moves. The finish includes the wait for the
+    /// compaction the migration deferred.
+    phase_seconds: [f64; 5],
 }
 
 #[derive(Debug, Serialize)]
@@ -66,7 +70,20 @@ pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
         let store = Store::open_any_format(&path)?;
         let started = Instant::now();
         let mut m = Migration::start(&store, now, u32::MAX - 1)?;
-        m.run(|_| {})?;
+        let mut phase_seconds = [0.0f64; 5];
+        let mut phase = m.cursor().phase;
+        let mut phase_started = started;
+        m.run(|c| {
+            // The cursor names the phase the next step works on: a change
+            // means the previous phase has ended (the last call is after
+            // the finish).
+            if c.phase != phase {
+                phase_seconds[phase as usize - 1] += phase_started.elapsed().as_secs_f64();
+                phase = c.phase;
+                phase_started = Instant::now();
+            }
+        })?;
+        phase_seconds[phase as usize - 1] += phase_started.elapsed().as_secs_f64();
         let seconds = started.elapsed().as_secs_f64();
         drop(m);
         let report = check::run(&store, |_, _| {})?;
@@ -81,11 +98,18 @@ pub fn run(quick: bool, json: bool, dir: Option<PathBuf>) -> Result<ExitCode> {
             seconds,
             rows_per_s: rows as f64 / seconds.max(1e-9),
             us_per_row: seconds * 1e6 / rows as f64,
+            phase_seconds,
         };
         if !json {
             eprintln!(
-                "  {:.0} rows/s ({:.2} µs/row), store check OK",
-                cell.rows_per_s, cell.us_per_row
+                "  {:.0} rows/s ({:.2} µs/row), store check OK; seconds per phase: due {:.2}, inflight {:.2}, dead {:.2}, archive {:.2}, finish {:.2}",
+                cell.rows_per_s,
+                cell.us_per_row,
+                phase_seconds[0],
+                phase_seconds[1],
+                phase_seconds[2],
+                phase_seconds[3],
+                phase_seconds[4]
             );
         }
         drop(store);

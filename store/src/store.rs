@@ -2,7 +2,9 @@
 //! builds on.
 //!
 //! Invariants owned here:
-//! - Every opener uses [`crate::schema`]'s options.
+//! - Every opener uses [`crate::schema`]'s options. Only a running 2 → 3
+//!   migration changes two families' mutable options, on its own handle and
+//!   for the due phase ([`crate::schema::migration_options`]).
 //! - A store is used only at the format this release understands: newer is
 //!   refused naming both formats, format 2 and a half-done migration are
 //!   refused naming the migration command.
@@ -12,6 +14,7 @@
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use rocksdb::{ColumnFamily, DBRawIterator, ReadOptions, WriteBatch, WriteOptions, DB};
 
@@ -53,6 +56,9 @@ pub struct Store {
     pub(crate) db: DB,
     path: PathBuf,
     mode: Mode,
+    /// What a 2 → 3 migration keeps between its steps on this handle (the
+    /// console runs one step per call); empty otherwise.
+    pub(crate) migration: Mutex<crate::migrate::HandleState>,
 }
 
 impl std::fmt::Debug for Store {
@@ -184,6 +190,7 @@ impl Store {
             db,
             path: path.to_path_buf(),
             mode: Mode::Primary,
+            migration: Mutex::default(),
         })
     }
 
@@ -224,6 +231,7 @@ impl Store {
             db,
             path: path.to_path_buf(),
             mode: Mode::Primary,
+            migration: Mutex::default(),
         })
     }
 
@@ -238,6 +246,7 @@ impl Store {
             db,
             path: path.to_path_buf(),
             mode: Mode::ReadOnly,
+            migration: Mutex::default(),
         })
     }
 
@@ -329,6 +338,7 @@ impl Store {
             db,
             path: path.to_path_buf(),
             mode,
+            migration: Mutex::default(),
         })
     }
 
@@ -474,6 +484,26 @@ impl Store {
                 self.db.flush_cf(cf)?;
             }
         }
+        Ok(())
+    }
+
+    /// Migration only: applies (`on`) or lifts the migration's options of
+    /// the families it rewrites ([`schema::migration_options`]). Changes
+    /// this open handle only: every opener passes the options of
+    /// [`crate::schema`], so the next open of the store is unaffected.
+    pub(crate) fn set_migration_options(&self, on: bool) -> Result<()> {
+        for f in schema::MIGRATION_FAMILIES {
+            let opts = schema::migration_options(f, on);
+            let opts: Vec<(&str, &str)> = opts.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            self.db.set_options_cf(self.cf(f)?, &opts)?;
+        }
+        Ok(())
+    }
+
+    /// Blocks until the flushes and compactions RocksDB has queued are done.
+    pub(crate) fn wait_for_compactions(&self) -> Result<()> {
+        self.db
+            .wait_for_compact(&rocksdb::WaitForCompactOptions::default())?;
         Ok(())
     }
 

@@ -53,6 +53,32 @@ fn migrate_all(path: &Path, step_rows: usize) {
     m.run(|_| {}).unwrap();
 }
 
+/// The console starts a `Migration` for every step on one store handle: the
+/// lookup the handle keeps between steps must answer as a fresh one would.
+#[test]
+fn a_migration_started_per_step_on_one_handle_ends_identical_to_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    v2_fixture(&a, 20, 2500);
+    v2_fixture(&b, 20, 2500);
+    migrate_all(&a, 300);
+    {
+        let store = Store::open_any_format(&b).unwrap();
+        loop {
+            let mut m = Migration::start(&store, NOW, 1_000_000)
+                .unwrap()
+                .with_step_rows(300);
+            if m.step().unwrap() == StepOutcome::Finished {
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        dump(&Store::open(&a).unwrap()),
+        dump(&Store::open(&b).unwrap())
+    );
+}
+
 #[test]
 fn v2_fixture_upgrades_with_counters_equal_to_a_fold() {
     let dir = tempfile::tempdir().unwrap();
