@@ -25,7 +25,11 @@ use crate::admin::{jobs, ops, AdminError};
 
 pub enum Backend {
     Daemon(Client),
-    Direct { store: Store, who: Principal },
+    /// Boxed: a store handle is much larger than a socket client.
+    Direct {
+        store: Box<Store>,
+        who: Principal,
+    },
 }
 
 /// Percent-encodes a path segment or query value (tenant ids and cursors
@@ -79,7 +83,10 @@ impl Backend {
             Store::open_read_only(dir)
                 .wrap_err_with(|| format!("cannot open the store at {}", dir.display()))?
         };
-        let b = Backend::Direct { store, who };
+        let b = Backend::Direct {
+            store: Box::new(store),
+            who,
+        };
         if write {
             b.finish_leftovers()?;
         }
