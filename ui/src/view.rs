@@ -1024,15 +1024,15 @@ fn guard(f: &mut Frame, app: &App, scope: &ActionScope, stage: &Stage, theme: &T
                 format!(" Dry run: {} row(s) would change.", num(*count as i64)),
                 theme.title(),
             )));
-            if let ActionScope::Purge { .. } = scope {
-                lines.push(Line::from(
-                    " Tab: pending+dead / pending only / dead only. Purged rows are gone.",
-                ));
-            } else {
-                lines.push(Line::from(
-                    " Replayed rows become due now and leave the DLQ.",
-                ));
-            }
+            lines.push(Line::from(match scope {
+                ActionScope::Purge { .. } => {
+                    " Tab: pending+dead / pending only / dead only. Purged rows are gone."
+                }
+                ActionScope::Migrate => {
+                    " Rows move in synced steps; an interrupted run resumes where it stopped."
+                }
+                _ => " Replayed rows become due now and leave the DLQ.",
+            }));
             lines.push(Line::from(format!(
                 " Type {:?} and press Enter to confirm; Esc cancels.",
                 scope.confirm_word()
