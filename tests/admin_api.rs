@@ -540,6 +540,9 @@ fn the_command_line_prints_the_same_through_the_daemon_and_on_the_store() {
             json_of(&["tenants", "show", OTHER, "--store", s, "--json"]),
             json_of(&["dlq", "list", "--store", s, "--json", "--limit", "7"]),
             json_of(&[
+                "dlq", "list", "--store", s, "--json", "--oldest", "--limit", "4",
+            ]),
+            json_of(&[
                 "dlq", "list", "--store", s, "--json", "--tenant", OTHER, "--limit", "3",
             ]),
             json_of(&["dlq", "show", hook, "--store", s, "--json"]),

@@ -7,7 +7,7 @@
 //! family. A tenant-scoped caller's DLQ reads scan only its tenant's `X`
 //! range.
 
-use ankusa_store::queries::{self, DlqCursor};
+use ankusa_store::queries::{self, DlqCursor, DlqOrder};
 use ankusa_store::tenants::{self, Name};
 use ankusa_store::{Field, HookId, Store};
 
@@ -145,12 +145,13 @@ pub fn tenant_detail(
     })
 }
 
-/// A DLQ page, newest first: one tenant's, or (admin only) the node's. A
-/// tenant-scoped caller who names no tenant gets its own.
+/// A DLQ page, newest first (or oldest first): one tenant's, or (admin
+/// only) the node's. A tenant-scoped caller who names no tenant gets its own.
 pub fn dlq_page(
     store: &Store,
     who: &Principal,
     tenant: Option<&str>,
+    order: DlqOrder,
     cursor: Option<&str>,
     limit: usize,
 ) -> Result<DlqPage> {
@@ -163,13 +164,11 @@ pub fn dlq_page(
         None => None,
     };
     let tenant = tenant.or(who.tenant.as_deref());
-    let page = match tenant {
-        Some(t) => {
-            let ord = who.tenant_ord(store, t)?;
-            queries::dlq_page_for_tenant(store, ord, cursor, limit)?
-        }
-        None => queries::dlq_page(store, cursor, limit)?,
+    let ord = match tenant {
+        Some(t) => Some(who.tenant_ord(store, t)?),
+        None => None,
     };
+    let page = queries::dlq_page_ordered(store, ord, order, cursor, limit)?;
     let mut names = std::collections::HashMap::new();
     let mut entries = Vec::with_capacity(page.entries.len());
     for row in page.entries {

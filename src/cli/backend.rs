@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use ankusa_store::queries::DlqOrder;
 use ankusa_store::{Store, StoreError};
 use color_eyre::eyre::{eyre, Result, WrapErr};
 
@@ -156,12 +157,16 @@ impl Backend {
     pub fn dlq(
         &self,
         tenant: Option<&str>,
+        order: DlqOrder,
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<DlqPage, AdminError> {
         match self {
             Backend::Daemon(c) => {
                 let mut q = format!("/v1/admin/dlq?limit={limit}");
+                if order == DlqOrder::OldestFirst {
+                    q.push_str("&order=oldest_first");
+                }
                 if let Some(t) = tenant {
                     q.push_str(&format!("&tenant={}", enc(t)));
                 }
@@ -170,7 +175,9 @@ impl Backend {
                 }
                 c.get(&q)
             }
-            Backend::Direct { store, who } => ops::dlq_page(store, who, tenant, cursor, limit),
+            Backend::Direct { store, who } => {
+                ops::dlq_page(store, who, tenant, order, cursor, limit)
+            }
         }
     }
 

@@ -22,12 +22,18 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             store,
             admin,
             tenant,
+            oldest,
             limit,
             cursor,
             json,
         } => {
             let b = Backend::open(&store.store, admin.token, false)?;
-            let page = b.dlq(tenant.as_deref(), cursor.as_deref(), limit)?;
+            let order = if oldest {
+                ankusa_store::queries::DlqOrder::OldestFirst
+            } else {
+                ankusa_store::queries::DlqOrder::NewestFirst
+            };
+            let page = b.dlq(tenant.as_deref(), order, cursor.as_deref(), limit)?;
             if json {
                 print_json(&page)?;
             } else {

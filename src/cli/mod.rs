@@ -246,6 +246,9 @@ pub enum DlqCommand {
         admin: AdminArg,
         #[arg(long)]
         tenant: Option<String>,
+        /// Oldest first (what has waited longest) instead of newest first.
+        #[arg(long)]
+        oldest: bool,
         /// Rows to show (1 to 1000).
         #[arg(long, default_value_t = 50)]
         limit: usize,

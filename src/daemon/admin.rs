@@ -242,6 +242,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
 #[derive(Debug, Deserialize)]
 struct PageQuery {
     sort: Option<String>,
+    /// DLQ order: `newest_first` (default) or `oldest_first`.
+    order: Option<ankusa_store::queries::DlqOrder>,
     cursor: Option<String>,
     tenant: Option<String>,
     limit: Option<usize>,
@@ -334,6 +336,7 @@ async fn dlq(
             &s.store,
             &who,
             q.tenant.as_deref(),
+            q.order.unwrap_or_default(),
             q.cursor.as_deref(),
             q.limit.unwrap_or(50),
         )

@@ -268,6 +268,8 @@ pub struct TenantsState {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DlqState {
+    /// Newest first (what just failed) or oldest first (what waited longest).
+    pub order: ankusa_store::queries::DlqOrder,
     pub cursor: Option<DlqCursor>,
     pub back: Vec<Option<DlqCursor>>,
     pub data: Option<DlqData>,
@@ -442,6 +444,7 @@ impl App {
                 ord: *ord,
                 cursor: self.dlq.cursor,
                 limit: self.list_rows(),
+                order: self.dlq.order,
             }],
             Screen::DeadDetail { row } => vec![Request::DeadDetail(row.clone())],
             Screen::Migration | Screen::Log => Vec::new(),
@@ -607,7 +610,7 @@ impl App {
             }
             Reply::Dlq(d) => {
                 if let Screen::Dlq { ord, .. } = self.screen() {
-                    if *ord == d.ord && d.cursor == self.dlq.cursor {
+                    if *ord == d.ord && d.cursor == self.dlq.cursor && d.order == self.dlq.order {
                         self.dlq.data = Some(d);
                         self.clamp_sel();
                     }
@@ -878,6 +881,22 @@ impl App {
                 }
                 _ => Vec::new(),
             },
+            Action::DlqOrder => {
+                if let Screen::Dlq { .. } = self.screen() {
+                    use ankusa_store::queries::DlqOrder;
+                    self.dlq.order = match self.dlq.order {
+                        DlqOrder::NewestFirst => DlqOrder::OldestFirst,
+                        DlqOrder::OldestFirst => DlqOrder::NewestFirst,
+                    };
+                    // Pages of the other order start over; marks stay.
+                    self.dlq.cursor = None;
+                    self.dlq.back.clear();
+                    self.dlq.sel = 0;
+                    self.dlq.data = None;
+                    return self.reload();
+                }
+                Vec::new()
+            }
             Action::Select => {
                 if let (Screen::Dlq { .. }, Some(row)) =
                     (self.screen(), self.selected_dead().cloned())

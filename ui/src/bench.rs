@@ -260,6 +260,7 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
                 ord: None,
                 cursor: None,
                 limit: 18,
+                order: Default::default(),
             }],
         ),
         (
@@ -268,6 +269,7 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
                 ord: Some(t.dead_tenant),
                 cursor: None,
                 limit: 18,
+                order: Default::default(),
             }],
         ),
     ];

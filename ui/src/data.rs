@@ -434,7 +434,12 @@ impl Source {
             Request::Heatmap { offset, rows, heat } => {
                 self.heatmap(*offset, *rows, heat, now).map(Reply::Heatmap)
             }
-            Request::Dlq { ord, cursor, limit } => self.dlq(*ord, *cursor, *limit).map(Reply::Dlq),
+            Request::Dlq {
+                ord,
+                cursor,
+                limit,
+                order,
+            } => self.dlq(*ord, *cursor, *limit, *order).map(Reply::Dlq),
             Request::DeadDetail(row) => self
                 .dead_detail(row)
                 .map(|d| Reply::DeadDetail(Box::new(d))),
@@ -561,12 +566,10 @@ impl Source {
         ord: Option<u32>,
         cursor: Option<DlqCursor>,
         limit: usize,
+        order: queries::DlqOrder,
     ) -> Result<DlqData, StoreError> {
         let s = self.need()?;
-        let page = match ord {
-            Some(o) => queries::dlq_page_for_tenant(s, o, cursor, limit)?,
-            None => queries::dlq_page(s, cursor, limit)?,
-        };
+        let page = queries::dlq_page_ordered(s, ord, order, cursor, limit)?;
         let mut names: Vec<(u32, String)> = Vec::new();
         for e in &page.entries {
             if !names.iter().any(|(o, _)| *o == e.ord) {
@@ -579,6 +582,7 @@ impl Source {
         let total = queries::counters(s, ord.unwrap_or(0))?.dead;
         Ok(DlqData {
             ord,
+            order,
             cursor,
             page,
             names,
@@ -899,6 +903,7 @@ pub enum Request {
         ord: Option<u32>,
         cursor: Option<DlqCursor>,
         limit: usize,
+        order: queries::DlqOrder,
     },
     DeadDetail(DeadRow),
     DryRun(ActionScope),
@@ -1030,6 +1035,7 @@ pub struct HeatmapData {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DlqData {
     pub ord: Option<u32>,
+    pub order: queries::DlqOrder,
     pub cursor: Option<DlqCursor>,
     pub page: DlqPage,
     pub names: Vec<(u32, String)>,

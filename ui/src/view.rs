@@ -580,7 +580,11 @@ fn dlq(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         return loading(f, format!(" DLQ: {who} "), theme, area);
     };
     let title = format!(
-        " DLQ: {who}, newest first, page {}, {} dead{}{} ",
+        " DLQ: {who}, {}, page {}, {} dead{}{} ",
+        match app.dlq.order {
+            ankusa_store::queries::DlqOrder::NewestFirst => "newest first",
+            ankusa_store::queries::DlqOrder::OldestFirst => "oldest first",
+        },
         app.dlq.back.len() + 1,
         num(d.total),
         if app.dlq.marked.is_empty() {

@@ -157,6 +157,7 @@ fn paging_the_dlq_follows_cursors_forward_and_back() {
     let e = keys(&mut a, "4");
     let page = |cursor: Option<DlqCursor>| DlqData {
         ord: None,
+        order: Default::default(),
         cursor,
         page: DlqPage {
             entries: vec![dead(1, NOW - 10, 9), dead(1, NOW - 20, 8)],
@@ -434,12 +435,66 @@ fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
 }
 
 #[test]
+fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
+    let mut a = app(OpenMode::ReadOnly);
+    keys(&mut a, "4");
+    a.dlq.cursor = Some(DlqCursor {
+        at: NOW - 20,
+        seq: 8,
+        sink: 0,
+    });
+    a.dlq.back = vec![None];
+    let e = keys(&mut a, "o");
+    assert_eq!(
+        fetches(&e),
+        [&Request::Dlq {
+            ord: None,
+            cursor: None,
+            limit: a.list_rows(),
+            order: ankusa_store::queries::DlqOrder::OldestFirst,
+        }]
+    );
+    assert!(a.dlq.back.is_empty());
+    // A page of the other order arriving late is not shown.
+    let stale = DlqData {
+        ord: None,
+        order: ankusa_store::queries::DlqOrder::NewestFirst,
+        cursor: None,
+        page: DlqPage {
+            entries: vec![dead(1, NOW - 10, 9)],
+            next: None,
+        },
+        names: vec![(1, "acme".into())],
+        total: 1,
+    };
+    a.update(Msg::Reply(
+        Request::Dlq {
+            ord: None,
+            cursor: None,
+            limit: 20,
+            order: ankusa_store::queries::DlqOrder::NewestFirst,
+        },
+        Ok(Reply::Dlq(stale)),
+    ));
+    assert!(a.dlq.data.is_none());
+    let e = keys(&mut a, "o");
+    assert!(matches!(
+        fetches(&e)[..],
+        [Request::Dlq {
+            order: ankusa_store::queries::DlqOrder::NewestFirst,
+            ..
+        }]
+    ));
+}
+
+#[test]
 fn marked_dlq_rows_are_the_replay_scope() {
     let mut a = app(OpenMode::Write);
     let e = keys(&mut a, "4");
     answer(&mut a, e, |r| match r {
-        Request::Dlq { cursor, .. } => Some(Reply::Dlq(DlqData {
+        Request::Dlq { cursor, order, .. } => Some(Reply::Dlq(DlqData {
             ord: None,
+            order: *order,
             cursor: *cursor,
             page: DlqPage {
                 entries: vec![
