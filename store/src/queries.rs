@@ -232,22 +232,7 @@ pub struct DlqPage {
 
 /// The node-wide DLQ, newest first, `limit` entries after `cursor`.
 pub fn dlq_page(store: &Store, cursor: Option<DlqCursor>, limit: usize) -> Result<DlqPage> {
-    let (lo, mut hi) = bounds::family(prefix::DEAD);
-    if let Some(c) = cursor {
-        hi = bounds::dead_at(c.at, c.seq, c.sink);
-    }
-    let mut entries = Vec::new();
-    let mut more = false;
-    store.scan(Family::Index, &lo, &hi, Dir::Reverse, |k, v| {
-        if entries.len() >= limit {
-            more = true;
-            return Ok(ControlFlow::Break(()));
-        }
-        entries.push(DeadRow::decode(k, v)?);
-        Ok(ControlFlow::Continue(()))
-    })?;
-    let next = next_cursor(&entries, more);
-    Ok(DlqPage { entries, next })
+    node_page(store, Dir::Reverse, cursor, limit)
 }
 
 /// Which end of the DLQ a page starts from.
@@ -271,50 +256,72 @@ pub fn dlq_page_ordered(
     cursor: Option<DlqCursor>,
     limit: usize,
 ) -> Result<DlqPage> {
-    match (order, ord) {
-        (DlqOrder::NewestFirst, Some(o)) => dlq_page_for_tenant(store, o, cursor, limit),
-        (DlqOrder::NewestFirst, None) => dlq_page(store, cursor, limit),
-        (DlqOrder::OldestFirst, None) => {
-            let (mut lo, hi) = bounds::family(prefix::DEAD);
-            if let Some(c) = cursor {
-                // The smallest key after the cursor's row.
-                lo = bounds::dead_at(c.at, c.seq, c.sink);
-                lo.push(0);
-            }
-            let mut entries = Vec::new();
-            let mut more = false;
-            store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
-                if entries.len() >= limit {
-                    more = true;
-                    return Ok(ControlFlow::Break(()));
-                }
-                entries.push(DeadRow::decode(k, v)?);
-                Ok(ControlFlow::Continue(()))
-            })?;
-            let next = next_cursor(&entries, more);
-            Ok(DlqPage { entries, next })
-        }
-        (DlqOrder::OldestFirst, Some(o)) => {
-            let (mut lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, o);
-            if let Some(c) = cursor {
-                lo = bounds::tenant_full(prefix::DEAD_BY_TENANT, o, c.at, c.seq, c.sink);
-                lo.push(0);
-            }
-            let mut keys = Vec::new();
-            let mut more = false;
-            store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-                if keys.len() >= limit {
-                    more = true;
-                    return Ok(ControlFlow::Break(()));
-                }
-                keys.push(DeadByTenantKey::decode(k)?);
-                Ok(ControlFlow::Continue(()))
-            })?;
-            let entries = join_dead(store, &keys)?;
-            let next = next_cursor(&entries, more);
-            Ok(DlqPage { entries, next })
+    let dir = match order {
+        DlqOrder::NewestFirst => Dir::Reverse,
+        DlqOrder::OldestFirst => Dir::Forward,
+    };
+    match ord {
+        Some(o) => tenant_page(store, o, dir, cursor, limit),
+        None => node_page(store, dir, cursor, limit),
+    }
+}
+
+/// The scan range of a page: the whole range, cut at the cursor's row
+/// (`key`) on the side the walk continues from. A reverse walk ends just
+/// before `key`; a forward one starts just after it (`key` and a 0 byte is
+/// the smallest key above it).
+fn page_range(lo: Vec<u8>, hi: Vec<u8>, dir: Dir, key: Option<Vec<u8>>) -> (Vec<u8>, Vec<u8>) {
+    match (key, dir) {
+        (None, _) => (lo, hi),
+        (Some(k), Dir::Reverse) => (lo, k),
+        (Some(mut k), Dir::Forward) => {
+            k.push(0);
+            (k, hi)
         }
     }
+}
+
+fn node_page(store: &Store, dir: Dir, cursor: Option<DlqCursor>, limit: usize) -> Result<DlqPage> {
+    let (lo, hi) = bounds::family(prefix::DEAD);
+    let key = cursor.map(|c| bounds::dead_at(c.at, c.seq, c.sink));
+    let (lo, hi) = page_range(lo, hi, dir, key);
+    let mut entries = Vec::new();
+    let mut more = false;
+    store.scan(Family::Index, &lo, &hi, dir, |k, v| {
+        if entries.len() >= limit {
+            more = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        entries.push(DeadRow::decode(k, v)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let next = next_cursor(&entries, more);
+    Ok(DlqPage { entries, next })
+}
+
+fn tenant_page(
+    store: &Store,
+    ord: u32,
+    dir: Dir,
+    cursor: Option<DlqCursor>,
+    limit: usize,
+) -> Result<DlqPage> {
+    let (lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
+    let key = cursor.map(|c| bounds::tenant_full(prefix::DEAD_BY_TENANT, ord, c.at, c.seq, c.sink));
+    let (lo, hi) = page_range(lo, hi, dir, key);
+    let mut keys = Vec::new();
+    let mut more = false;
+    store.scan(Family::Index, &lo, &hi, dir, |k, _| {
+        if keys.len() >= limit {
+            more = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        keys.push(DeadByTenantKey::decode(k)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let entries = join_dead(store, &keys)?;
+    let next = next_cursor(&entries, more);
+    Ok(DlqPage { entries, next })
 }
 
 fn next_cursor(entries: &[DeadRow], more: bool) -> Option<DlqCursor> {
@@ -336,23 +343,7 @@ pub fn dlq_page_for_tenant(
     cursor: Option<DlqCursor>,
     limit: usize,
 ) -> Result<DlqPage> {
-    let (lo, mut hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
-    if let Some(c) = cursor {
-        hi = bounds::tenant_full(prefix::DEAD_BY_TENANT, ord, c.at, c.seq, c.sink);
-    }
-    let mut keys = Vec::new();
-    let mut more = false;
-    store.scan(Family::Index, &lo, &hi, Dir::Reverse, |k, _| {
-        if keys.len() >= limit {
-            more = true;
-            return Ok(ControlFlow::Break(()));
-        }
-        keys.push(DeadByTenantKey::decode(k)?);
-        Ok(ControlFlow::Continue(()))
-    })?;
-    let entries = join_dead(store, &keys)?;
-    let next = next_cursor(&entries, more);
-    Ok(DlqPage { entries, next })
+    tenant_page(store, ord, Dir::Reverse, cursor, limit)
 }
 
 fn join_dead(store: &Store, keys: &[DeadByTenantKey]) -> Result<Vec<DeadRow>> {
