@@ -289,6 +289,7 @@ fn create(
         state: JobState::Running,
         estimate,
         progress: JobProgress::default(),
+        cursor: None,
         finished_at: None,
         error: None,
     };
@@ -449,18 +450,28 @@ fn run_purge(
             return Ok(false);
         }
         let mut encode_err = None;
+        let mut cursor = job.cursor.unwrap_or_default();
         let (n, done) = {
             let _rows = crate::daemon::rowlock::hold();
             let base = job.clone();
-            transitions::purge_tenant_chunk(store, ord, kinds, max_seq, |b, n, _| {
-                let mut next = base;
-                add_purged(&mut next.progress, n);
-                if let Err(e) = put_job(b, &next) {
-                    encode_err = Some(e);
-                }
-            })?
+            transitions::purge_tenant_chunk(
+                store,
+                ord,
+                kinds,
+                max_seq,
+                &mut cursor,
+                |b, n, at, _| {
+                    let mut next = base;
+                    add_purged(&mut next.progress, n);
+                    next.cursor = Some(*at);
+                    if let Err(e) = put_job(b, &next) {
+                        encode_err = Some(e);
+                    }
+                },
+            )?
         };
         add_purged(&mut job.progress, &n);
+        job.cursor = Some(cursor);
         if let Some(e) = encode_err {
             return Err(e);
         }

@@ -190,6 +190,10 @@ pub struct Job {
     /// Rows the dry run counted when the job was created.
     pub estimate: u64,
     pub progress: JobProgress,
+    /// How far a purge has got (committed with each chunk), so a resumed
+    /// purge continues where it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<ankusa_store::transitions::PurgeCursor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -369,27 +369,42 @@ fn join_dead(store: &Store, keys: &[DeadByTenantKey]) -> Result<Vec<DeadRow>> {
     Ok(out)
 }
 
-/// The oldest `limit` dead-by-tenant keys of a tenant (purge order).
+/// The oldest `limit` dead-by-tenant keys of a tenant with a seq up to
+/// `max_seq`, after the key `after` (purge order). Also returns the last
+/// key visited (taken or not) and whether the range's end was reached.
+#[allow(clippy::type_complexity)]
 pub(crate) fn dead_keys_of_tenant(
     store: &Store,
     ord: u32,
     max_seq: u64,
+    after: Option<(u64, u64, u16)>,
     limit: usize,
-) -> Result<Vec<DeadByTenantKey>> {
-    let (lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
+) -> Result<(Vec<DeadByTenantKey>, Option<(u64, u64, u16)>, bool)> {
+    let lo = match after {
+        Some((at, seq, sink)) => {
+            let mut k = bounds::tenant_full(prefix::DEAD_BY_TENANT, ord, at, seq, sink);
+            k.push(0);
+            k
+        }
+        None => bounds::tenant(prefix::DEAD_BY_TENANT, ord).0,
+    };
+    let (_, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
     let mut keys = Vec::new();
+    let mut last = None;
+    let mut stopped = false;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if keys.len() >= limit {
+            stopped = true;
+            return Ok(ControlFlow::Break(()));
+        }
         let key = DeadByTenantKey::decode(k)?;
+        last = Some((key.at, key.seq, key.sink));
         if key.seq <= max_seq {
             keys.push(key);
         }
-        Ok(if keys.len() >= limit {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
+        Ok(ControlFlow::Continue(()))
     })?;
-    Ok(keys)
+    Ok((keys, last, !stopped))
 }
 
 /// A dead row by its DLQ key.

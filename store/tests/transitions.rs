@@ -570,6 +570,7 @@ fn a_bounded_purge_keeps_newer_hooks_and_commits_its_extra_ops() {
     );
     assert!(newer.iter().all(|r| r.seq > bound));
     let mut extra_seen = None;
+    let mut cursor = transitions::PurgeCursor::default();
     let (n, done) = transitions::purge_tenant_chunk(
         &store,
         old[0].ord,
@@ -578,7 +579,8 @@ fn a_bounded_purge_keeps_newer_hooks_and_commits_its_extra_ops() {
             dead: true,
         },
         bound,
-        |_, n, done| extra_seen = Some((n.total(), done)),
+        &mut cursor,
+        |_, n, _, done| extra_seen = Some((n.total(), done)),
     )
     .unwrap();
     assert!(done);
@@ -594,6 +596,80 @@ fn a_bounded_purge_keeps_newer_hooks_and_commits_its_extra_ops() {
         (2, 0, 14),
         "the newer hooks stay"
     );
+    assert_consistent(&store);
+}
+
+#[test]
+fn a_purge_continues_from_its_cursor_and_ends_exactly_at_the_end() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let spec: Vec<_> = (0..1200u64)
+        .map(|i| ("a", 1000 + i, 3usize, 1u16, false))
+        .collect();
+    let rows = ingest(&store, &mut alloc, &spec);
+    // 300 of them dead, spread over the range.
+    let mut b = Batch::new();
+    for r in rows.iter().filter(|r| r.seq % 4 == 0) {
+        let f = transitions::claim(&mut b, r);
+        transitions::dead_letter(
+            &mut b,
+            &f,
+            &DeliveryRow::new(f.ord, f.size),
+            9000 + r.seq,
+            "s",
+        );
+    }
+    store.commit(b, false).unwrap();
+    let ord = rows[0].ord;
+    let kinds = PurgeKinds {
+        pending: true,
+        dead: true,
+    };
+    let mut cursor = transitions::PurgeCursor::default();
+    let mut total = 0;
+    let mut chunks = 0;
+    loop {
+        let before = cursor;
+        let (n, done) = transitions::purge_tenant_chunk(
+            &store,
+            ord,
+            kinds,
+            u64::MAX,
+            &mut cursor,
+            |_, _, _, _| {},
+        )
+        .unwrap();
+        assert!(n.total() <= transitions::CHUNK as u64);
+        assert!(
+            done || cursor != before,
+            "a chunk that is not the last moves the cursor"
+        );
+        total += n.total();
+        chunks += 1;
+        if done {
+            break;
+        }
+    }
+    assert_eq!(total, 1200);
+    assert_eq!(chunks, 3, "900 due then 300 dead in chunks of 500");
+    assert!(cursor.due_done && cursor.dead_done);
+    // A row that became due behind the cursor is left to a new purge.
+    let late = ingest(&store, &mut alloc, &[("a", 1, 3, 1, false)]);
+    let (n, done) =
+        transitions::purge_tenant_chunk(&store, ord, kinds, u64::MAX, &mut cursor, |_, _, _, _| {})
+            .unwrap();
+    assert_eq!((n.total(), done), (0, true));
+    let mut fresh_cursor = transitions::PurgeCursor::default();
+    let (n, _) = transitions::purge_tenant_chunk(
+        &store,
+        late[0].ord,
+        kinds,
+        u64::MAX,
+        &mut fresh_cursor,
+        |_, _, _, _| {},
+    )
+    .unwrap();
+    assert_eq!(n.total(), 1);
     assert_consistent(&store);
 }
 

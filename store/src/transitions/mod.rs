@@ -417,28 +417,75 @@ impl PurgeCount {
 /// Returns what it removed and whether the tenant has nothing left of the
 /// requested kinds. Idempotent: calling it again after a crash resumes.
 pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(PurgeCount, bool)> {
-    purge_tenant_chunk(store, ord, kinds, u64::MAX, |_, _, _| {})
+    let mut from_start = PurgeCursor::default();
+    purge_tenant_chunk(
+        store,
+        ord,
+        kinds,
+        u64::MAX,
+        &mut from_start,
+        |_, _, _, _| {},
+    )
+}
+
+/// Where a purge has got to in the tenant's due (`D`) and dead (`X`)
+/// ranges. The next chunk seeks past the last key it visited instead of
+/// stepping again over the tombstones of every row purged so far, which
+/// would make a large purge quadratic. A row that becomes due (or dead)
+/// behind the cursor after the purge passed is kept: it was inflight, or
+/// of the other kind, when the purge went by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PurgeCursor {
+    /// The last due key visited (`at`, `seq`, `sink`).
+    pub due_after: Option<(u64, u64, u16)>,
+    pub due_done: bool,
+    /// The last dead key visited (`at`, `seq`, `sink`).
+    pub dead_after: Option<(u64, u64, u16)>,
+    pub dead_done: bool,
+}
+
+/// A tenant range's scan start: its beginning, or just past `after`.
+fn resume_at(p: u8, ord: u32, after: Option<(u64, u64, u16)>) -> Vec<u8> {
+    match after {
+        Some((at, seq, sink)) => {
+            let mut k = bounds::tenant_full(p, ord, at, seq, sink);
+            k.push(0);
+            k
+        }
+        None => bounds::tenant(p, ord).0,
+    }
 }
 
 /// One chunk of a tenant purge that leaves hooks newer than `max_seq`
-/// alone, so a purge of a tenant that keeps receiving hooks ends. `extra`
+/// alone, so a purge of a tenant that keeps receiving hooks ends, and
+/// continues from `cursor` (advanced only when the chunk commits). `extra`
 /// adds to the chunk's batch before it commits (a job's progress record),
-/// given what the chunk removes and whether it is the last.
+/// given what the chunk removes, the cursor after it, and whether it is the
+/// last.
 pub fn purge_tenant_chunk(
     store: &Store,
     ord: u32,
     kinds: PurgeKinds,
     max_seq: u64,
-    extra: impl FnOnce(&mut Batch, &PurgeCount, bool),
+    cursor: &mut PurgeCursor,
+    extra: impl FnOnce(&mut Batch, &PurgeCount, &PurgeCursor, bool),
 ) -> Result<(PurgeCount, bool)> {
     store.require_writable()?;
     let mut b = Batch::new();
     let mut n = PurgeCount::default();
+    let mut next = *cursor;
     let mut taken = 0usize;
-    if kinds.pending {
-        let (lo, hi) = bounds::tenant(prefix::DUE, ord);
+    if kinds.pending && !next.due_done {
+        let lo = resume_at(prefix::DUE, ord, next.due_after);
+        let (_, hi) = bounds::tenant(prefix::DUE, ord);
+        let mut stopped = false;
         store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+            if taken >= CHUNK {
+                stopped = true;
+                return Ok(ControlFlow::Break(()));
+            }
             let row = DueRow::decode(k, v)?;
+            next.due_after = Some((row.at, row.seq, row.sink));
             if row.seq > max_seq {
                 return Ok(ControlFlow::Continue(()));
             }
@@ -448,18 +495,19 @@ pub fn purge_tenant_chunk(
                 Kind::Retry => n.scheduled += 1,
             }
             taken += 1;
-            Ok(if taken >= CHUNK {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
+            Ok(ControlFlow::Continue(()))
         })?;
+        next.due_done = !stopped;
     }
-    if kinds.dead && taken < CHUNK {
+    if kinds.dead && !next.dead_done && taken < CHUNK {
         let want = CHUNK - taken;
-        let dead = crate::queries::dead_keys_of_tenant(store, ord, max_seq, want)?;
-        let found = dead.len();
-        if found > 0 {
+        let (dead, last, end) =
+            crate::queries::dead_keys_of_tenant(store, ord, max_seq, next.dead_after, want)?;
+        if let Some(last) = last {
+            next.dead_after = Some(last);
+        }
+        next.dead_done = end;
+        if !dead.is_empty() {
             let xkeys: Vec<Vec<u8>> = dead.iter().map(|k| enc::dead(&k.dead_key())).collect();
             let values = store.multi_get(Family::Index, &xkeys)?;
             let dkeys: Vec<Vec<u8>> = dead
@@ -490,12 +538,12 @@ pub fn purge_tenant_chunk(
                 purge_dead(&mut b, &row, size);
                 n.dead += 1;
             }
-            taken += found;
         }
     }
-    let done = taken < CHUNK;
-    extra(&mut b, &n, done);
+    let done = (!kinds.pending || next.due_done) && (!kinds.dead || next.dead_done);
+    extra(&mut b, &n, &next, done);
     store.commit(b, true)?;
+    *cursor = next;
     Ok((n, done))
 }
 
@@ -508,8 +556,10 @@ pub fn purge_tenant(
     mut progress: impl FnMut(&PurgeCount),
 ) -> Result<PurgeCount> {
     let mut total = PurgeCount::default();
+    let mut cursor = PurgeCursor::default();
     loop {
-        let (n, done) = purge_tenant_step(store, ord, kinds)?;
+        let (n, done) =
+            purge_tenant_chunk(store, ord, kinds, u64::MAX, &mut cursor, |_, _, _, _| {})?;
         total.add(n);
         progress(&total);
         if done {
