@@ -186,6 +186,10 @@ async fn out_of_scope_and_unauthenticated_calls_are_refused_and_touch_nothing() 
     let (s, own_dlq) = api.get(Some(ACME), "/v1/admin/dlq?limit=1000").await;
     assert_eq!(s, 200);
     assert!(
+        !own_dlq["entries"].as_array().unwrap().is_empty(),
+        "{own_dlq}"
+    );
+    assert!(
         own_dlq["entries"]
             .as_array()
             .unwrap()
@@ -223,18 +227,14 @@ async fn out_of_scope_and_unauthenticated_calls_are_refused_and_touch_nothing() 
             .0,
             404
         );
-        for body in [
-            json!({"tenant": OTHER, "dry_run": dry}),
-            json!({"ids": [other_hook], "dry_run": dry}),
-        ] {
-            assert_eq!(
-                api.post(Some(ACME), "/v1/admin/replay", body.clone())
-                    .await
-                    .0,
-                404,
-                "{body}"
-            );
-        }
+        let body = json!({"tenant": OTHER, "dry_run": dry});
+        assert_eq!(
+            api.post(Some(ACME), "/v1/admin/replay", body.clone())
+                .await
+                .0,
+            404,
+            "{body}"
+        );
     }
 
     // Nothing moved, no job ran, nothing was audited.
@@ -244,6 +244,45 @@ async fn out_of_scope_and_unauthenticated_calls_are_refused_and_touch_nothing() 
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "{jobs}");
     let (_, audit) = api.get(Some(ADMIN), "/v1/admin/audit").await;
     assert_eq!(audit["records"].as_array().unwrap().len(), 0, "{audit}");
+
+    // Replay by ids: another tenant's dead hook counts as nothing, the same
+    // answer as a hook that does not exist (no oracle), and a real run
+    // touches none of its rows.
+    let missing = "hk_00000000ffffffff";
+    let (s1, other_dry) = api
+        .post(
+            Some(ACME),
+            "/v1/admin/replay",
+            json!({"ids": [other_hook], "dry_run": true}),
+        )
+        .await;
+    let (s2, missing_dry) = api
+        .post(
+            Some(ACME),
+            "/v1/admin/replay",
+            json!({"ids": [missing], "dry_run": true}),
+        )
+        .await;
+    assert_eq!((s1, s2), (200, 200));
+    assert_eq!(other_dry["rows"], 0);
+    assert_eq!(other_dry["rows"], missing_dry["rows"]);
+    let (s, job) = api
+        .post(Some(ACME), "/v1/admin/replay", json!({"ids": [other_hook]}))
+        .await;
+    assert_eq!(s, 202, "{job}");
+    let job = api.wait_job(job["id"].as_u64().unwrap()).await;
+    assert_eq!(job["progress"]["replayed"], 0, "{job}");
+    let (_, after) = api.get(Some(ADMIN), "/v1/admin/stats").await;
+    assert_eq!(
+        before["node"], after["node"],
+        "another tenant's row was replayed"
+    );
+    // Its jobs are its own: the admin sees this one, the token sees it too,
+    // and the count of its DLQ is its own.
+    let (s, _) = api
+        .get(Some(ACME), &format!("/v1/admin/jobs/{}", job["id"]))
+        .await;
+    assert_eq!(s, 200);
 
     // Its own tenant: a dry run counts exactly its dead rows.
     let own = api.counters(OWN).await;
@@ -296,9 +335,33 @@ async fn dry_runs_count_what_real_runs_touch_and_every_call_is_audited() {
         0,
         "{after}"
     );
+
+    // One hook named twice is replayed once (and counted once).
+    let (_, page) = api
+        .get(Some(ADMIN), &format!("/v1/admin/dlq?tenant={OWN}&limit=1"))
+        .await;
+    let hook = page["entries"][0]["hook_id"]
+        .as_str()
+        .expect("a dead hook")
+        .to_owned();
+    let dead_before = api.counters(OWN).await["dead"].as_u64().unwrap();
+    let twice = json!({"ids": [hook, hook], "dry_run": true});
+    let (_, dry) = api.post(Some(ADMIN), "/v1/admin/replay", twice).await;
+    let (s, job) = api
+        .post(
+            Some(ADMIN),
+            "/v1/admin/replay",
+            json!({"ids": [hook, hook]}),
+        )
+        .await;
+    assert_eq!(s, 202, "{job}");
+    let job = api.wait_job(job["id"].as_u64().unwrap()).await;
+    let replayed = job["progress"]["replayed"].as_u64().unwrap();
+    assert!(replayed >= 1, "{job}");
+    assert_eq!(dry["rows"].as_u64(), Some(replayed), "{dry} {job}");
     assert_eq!(
-        after["inflight"], before["inflight"],
-        "inflight rows are never purged"
+        api.counters(OWN).await["dead"].as_u64().unwrap(),
+        dead_before - replayed
     );
 
     // Replay a tenant's DLQ.
@@ -339,6 +402,9 @@ async fn dry_runs_count_what_real_runs_touch_and_every_call_is_audited() {
         ("replay".to_owned(), "done".to_owned(), dead),
         ("replay".to_owned(), "started".to_owned(), dead),
         ("replay".to_owned(), "dry_run".to_owned(), dead),
+        ("replay".to_owned(), "done".to_owned(), replayed),
+        ("replay".to_owned(), "started".to_owned(), replayed),
+        ("replay".to_owned(), "dry_run".to_owned(), replayed),
         ("purge".to_owned(), "done".to_owned(), expect),
         ("purge".to_owned(), "started".to_owned(), expect),
         ("purge".to_owned(), "dry_run".to_owned(), expect),
@@ -645,6 +711,7 @@ async fn a_purge_racing_the_dispatcher_loses_no_count() {
     );
     let d = Daemon::start(dir.path());
     let api = Api::new(&d);
+    let claimed_before = common::metric(&api.c, &d, "ankusa_dispatch_rows_claimed_total").await;
     let (_, top) = api
         .get(Some(ADMIN), "/v1/admin/tenants?sort=pending&limit=2")
         .await;
@@ -661,7 +728,8 @@ async fn a_purge_racing_the_dispatcher_loses_no_count() {
         let j = api.wait_job(job["id"].as_u64().unwrap()).await;
         assert_eq!(j["state"], "done", "{j}");
     }
-    let claimed = common::metric(&api.c, &d, "ankusa_dispatch_rows_claimed_total").await;
+    let claimed =
+        common::metric(&api.c, &d, "ankusa_dispatch_rows_claimed_total").await - claimed_before;
     assert!(
         claimed > 1000,
         "the dispatcher was busy during the purges: {claimed} claims"

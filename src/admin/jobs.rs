@@ -34,6 +34,13 @@ use crate::daemon::replay::{self, Scope};
 /// Jobs looked at when listing or resuming (newest first).
 pub const JOBS_SCANNED: usize = 1000;
 
+/// Hook ids one replay may name.
+pub const MAX_IDS: usize = 1000;
+
+/// Held from reading the next job id to committing the job, so two jobs
+/// created at once never get the same id (one process writes a store).
+static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn internal(e: impl std::fmt::Display) -> AdminError {
     AdminError::Internal(e.to_string())
 }
@@ -117,27 +124,35 @@ fn resolve_replay(
                 "replay by ids, or by tenant and/or time range, not both".into(),
             ));
         }
+        if req.ids.len() > MAX_IDS {
+            return Err(AdminError::BadRequest(format!(
+                "at most {MAX_IDS} hook ids per replay (got {}); replay by tenant or time range instead",
+                req.ids.len()
+            )));
+        }
         let mut ids = Vec::with_capacity(req.ids.len());
         for s in &req.ids {
-            let id = super::ops::parse_hook_id(s)?;
-            // A scoped caller may only name its own tenant's hooks; any
-            // other is "not found", and nothing is replayed.
-            if !who.is_admin() {
-                let rows = replay::dead_rows_of(store, id.0)?;
-                let mine = match rows.first() {
-                    Some(r) => who.sees_ord(store, r.ord)?,
-                    None => true,
-                };
-                if !mine {
-                    return Err(AdminError::NotFound(format!("no dead hook {s}")));
-                }
-            }
-            ids.push(id);
+            ids.push(super::ops::parse_hook_id(s)?);
         }
+        // A hook named twice would be revived twice in one batch and
+        // counted out of `dead` twice.
+        ids.sort();
+        ids.dedup();
+        // A scoped caller's ids reach its own tenant's rows only; another
+        // tenant's hook counts as nothing, exactly like a missing one, so
+        // the answer says nothing about other tenants.
+        let tenant = match &who.tenant {
+            Some(own) => Some(who.tenant_ord(store, own)?),
+            None => None,
+        };
         let label = format!("{} hook id(s)", ids.len());
         return Ok(ResolvedReplay {
-            scope: Scope::Ids(ids),
-            ord: None,
+            scope: Scope::Ids {
+                ids,
+                tenant,
+                before: now.saturating_add(1),
+            },
+            ord: tenant,
             label,
         });
     }
@@ -152,9 +167,10 @@ fn resolve_replay(
         ));
     }
     let from = req.from.unwrap_or(0);
-    // Rows dead-lettered after the request are not part of it: the bound
-    // makes a replay of a failing tenant end.
-    let to = req.to.unwrap_or(now.saturating_add(1));
+    // Rows dead-lettered after the request are not part of it (even when
+    // `to` asks for the future): the bound makes a replay of a failing
+    // tenant end instead of replaying its rows each time they die again.
+    let to = req.to.unwrap_or(u64::MAX).min(now.saturating_add(1));
     if to <= from {
         return Err(AdminError::BadRequest(format!(
             "empty time range: from {from} is not before to {to}"
@@ -280,6 +296,9 @@ fn create(
     estimate: u64,
     now: u64,
 ) -> Result<Job> {
+    let _one_at_a_time = CREATING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let id = stored::next_id(store)?;
     let job = Job {
         id,
@@ -337,9 +356,15 @@ pub fn start_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: u6
     let estimate = replay::replay(store, &r.scope, now, true, u64::MAX, |_| {})?.matched;
     let mut fixed = req.clone();
     fixed.dry_run = false;
-    if let Scope::Range { from, to, .. } = r.scope {
-        fixed.from = Some(from);
-        fixed.to = Some(to);
+    match &r.scope {
+        Scope::Range { from, to, .. } => {
+            fixed.from = Some(*from);
+            fixed.to = Some(*to);
+        }
+        Scope::Ids { ids, before, .. } => {
+            fixed.ids = ids.iter().map(ToString::to_string).collect();
+            fixed.to = Some(*before);
+        }
     }
     let spec = JobSpec::Replay {
         request: fixed,
@@ -508,7 +533,11 @@ fn run_replay(
         for s in &req.ids {
             ids.push(HookId::parse(s).map_err(|e| AdminError::BadRequest(e.to_string()))?);
         }
-        Scope::Ids(ids)
+        Scope::Ids {
+            ids,
+            tenant: ord,
+            before: req.to.unwrap_or(u64::MAX),
+        }
     };
     // Rounds of one chunk each, so a stop request is seen between chunks;
     // a round that finds nothing dead in scope ends the job.
@@ -554,7 +583,7 @@ pub fn get(store: &Store, who: &Principal, id: u64) -> Result<Job> {
     let missing = || AdminError::NotFound(format!("no job {id}"));
     let bytes = stored::get(store, id)?.ok_or_else(missing)?;
     let job = decode(id, &bytes)?;
-    if !who.is_admin() && job.by.name != who.name {
+    if !who.is_admin() && (job.by.name != who.name || job.by.tenant != who.tenant) {
         return Err(missing());
     }
     Ok(job)
@@ -565,7 +594,7 @@ pub fn list(store: &Store, who: &Principal, limit: usize) -> Result<Vec<Job>> {
     let mut out = Vec::new();
     for (id, bytes) in stored::list(store, JOBS_SCANNED)? {
         let job = decode(id, &bytes)?;
-        if who.is_admin() || job.by.name == who.name {
+        if who.is_admin() || (job.by.name == who.name && job.by.tenant == who.tenant) {
             out.push(job);
             if out.len() >= limit {
                 break;
@@ -622,4 +651,37 @@ pub fn audit_page(
         records.push(rec);
     }
     Ok(AuditPage { records, next })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_store::tenants::TenantAllocator;
+
+    #[test]
+    fn jobs_created_at_once_get_distinct_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+        let mut b = Batch::new();
+        let res = alloc.resolve(&store, ["a"], &mut b).unwrap();
+        store.commit(b, true).unwrap();
+        alloc.committed(res);
+        let who = Principal::local(&crate::admin::access::Peer::me());
+        let kinds = Kinds {
+            pending: true,
+            dead: true,
+        };
+        let ids: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| start_purge(&store, &who, "a", kinds, 1_000).unwrap().id))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 8, "{ids:?}");
+        assert_eq!(list(&store, &who, 100).unwrap().len(), 8);
+    }
 }

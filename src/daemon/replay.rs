@@ -31,8 +31,15 @@ const MAX_SINKS: u16 = super::config::MAX_SINKS as u16;
 /// Which dead rows to replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
-    /// Every dead row of these hooks (all their sinks).
-    Ids(Vec<HookId>),
+    /// Every dead row of these hooks (all their sinks) dead-lettered
+    /// before `before` (ms), of tenant `tenant` only when given: a scoped
+    /// caller's ids never reach another tenant's rows, and a row that dies
+    /// again after the replay started is not replayed again.
+    Ids {
+        ids: Vec<HookId>,
+        tenant: Option<u32>,
+        before: u64,
+    },
     /// Rows dead-lettered in `from..to` (ms since the epoch, `to`
     /// exclusive), node-wide or of one tenant.
     Range {
@@ -82,12 +89,23 @@ pub fn replay_with(
     };
     let chunk = transitions::CHUNK;
     match scope {
-        Scope::Ids(ids) => {
+        Scope::Ids {
+            ids,
+            tenant,
+            before,
+        } => {
             for part in ids.chunks(chunk / usize::from(MAX_SINKS).max(1)) {
+                if remaining(limit, &out) == 0 {
+                    break;
+                }
                 let _rows = super::rowlock::hold();
                 let mut rows = Vec::new();
                 for id in part {
-                    rows.extend(dead_rows_of(store, id.0)?);
+                    rows.extend(
+                        dead_rows_of(store, id.0)?
+                            .into_iter()
+                            .filter(|r| r.at < *before && tenant.is_none_or(|t| r.ord == t)),
+                    );
                 }
                 let take = remaining(limit, &out).min(rows.len());
                 apply(store, &rows[..take], now, dry_run, &mut out, &mut extra)?;
@@ -293,7 +311,11 @@ mod tests {
 
         // By id: a dry run counts, then one row is revived.
         let id = HookId(rows[0].1);
-        let scope = Scope::Ids(vec![id, HookId(999_999)]);
+        let scope = Scope::Ids {
+            ids: vec![id, HookId(999_999)],
+            tenant: None,
+            before: u64::MAX,
+        };
         let r = replay(&store, &scope, 50_000, true, u64::MAX, |_| {}).unwrap();
         assert_eq!((r.matched, r.revived), (1, 0));
         assert_eq!(counts(&store), (10, 0), "a dry run changes nothing");
