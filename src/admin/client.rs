@@ -45,11 +45,25 @@ impl Client {
             .enable_all()
             .build()
             .map_err(|e| AdminError::Internal(format!("cannot start a runtime: {e}")))?;
-        let alive = rt.block_on(async { tokio::net::UnixStream::connect(&socket).await.is_ok() });
-        if alive {
-            Ok(Probe::Daemon(Client { socket, token, rt }))
-        } else {
-            Ok(Probe::NoDaemon)
+        let tried = rt.block_on(async { tokio::net::UnixStream::connect(&socket).await });
+        match tried {
+            Ok(_) => Ok(Probe::Daemon(Client { socket, token, rt })),
+            // No socket, or a stale one nobody listens on: no daemon.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(Probe::NoDaemon)
+            }
+            // Anything else (permission denied: the socket is 0600 and
+            // belongs to the daemon's user) means a daemon may well run:
+            // say so rather than read the store behind its back.
+            Err(e) => Err(AdminError::Forbidden(format!(
+                "cannot connect to the daemon's admin socket {}: {e} (run as the daemon's user)",
+                socket.display()
+            ))),
         }
     }
 

@@ -102,13 +102,8 @@ pub fn tenants_page(
                 }
                 None => None,
             };
-            let list = tenants::top_by_after(store, field, after, limit)?;
-            let next = (list.len() == limit)
-                .then(|| {
-                    list.last()
-                        .map(|t| format!("{}:{}", t.counters.get(field), t.ord))
-                })
-                .flatten();
+            let (list, last) = tenants::top_by_after(store, field, after, limit)?;
+            let next = last.map(|(v, o)| format!("{v}:{o}"));
             Ok(TenantsPage {
                 tenants: list,
                 next,

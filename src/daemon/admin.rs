@@ -144,17 +144,13 @@ impl FromRequestParts<Arc<AdminState>> for Caller {
         parts: &mut Parts,
         state: &Arc<AdminState>,
     ) -> Result<Self, Self::Rejection> {
-        let peer =
-            parts
-                .extensions
-                .get::<ConnectInfo<SocketPeer>>()
-                .map(|ConnectInfo(p)| match p.0 {
-                    Some(uid) => Peer::from_uid(uid),
-                    None => Peer {
-                        uid: u32::MAX,
-                        user: Some("unknown".into()),
-                    },
-                });
+        // A socket caller whose credentials the kernel would not give is
+        // treated like a TCP caller: no local admin, tokens only.
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketPeer>>()
+            .and_then(|ConnectInfo(p)| p.0)
+            .map(Peer::from_uid);
         let authz = parts
             .headers
             .get(header::AUTHORIZATION)

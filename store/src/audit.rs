@@ -5,7 +5,7 @@
 //! (JSON today) and the store owns ordering and paging. Invariants:
 //! - Keys are `at:u64 n:u32` big-endian, so a reverse scan is newest first
 //!   and two records written in the same millisecond by one process never
-//!   collide (`n` is a process-wide counter). Two processes never write one
+//!   collide (`n` is a process-wide counter, started from the pid). Two processes never write one
 //!   store at once (the RocksDB lock), so that is enough.
 //! - Values are a version byte (1) and the record; an unknown version is a
 //!   decode error, never a panic.
@@ -23,7 +23,11 @@ use crate::store::{Dir, Store};
 
 const VERSION: u8 = 1;
 
+/// The tie-breaker's counter, started per process from its pid (shifted
+/// up), so a process restarted within the same millisecond as the last
+/// record of its predecessor does not overwrite it.
 static NEXT: AtomicU32 = AtomicU32::new(0);
+static SEEDED: std::sync::Once = std::sync::Once::new();
 
 /// Where an audit record sits: its time and a tie-breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,6 +82,7 @@ pub struct AuditRow {
 
 /// Adds a record written at `at` (ms since the epoch) to `b`.
 pub fn append(b: &mut Batch, at: u64, record: &[u8]) -> AuditKey {
+    SEEDED.call_once(|| NEXT.store(std::process::id().wrapping_shl(12), Ordering::Relaxed));
     let key = AuditKey {
         at,
         n: NEXT.fetch_add(1, Ordering::Relaxed),

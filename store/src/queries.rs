@@ -392,11 +392,13 @@ pub(crate) fn dead_keys_of_tenant(
     let mut keys = Vec::new();
     let mut last = None;
     let mut stopped = false;
+    let mut visited = 0usize;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-        if keys.len() >= limit {
+        if keys.len() >= limit || visited >= crate::transitions::VISIT_MAX {
             stopped = true;
             return Ok(ControlFlow::Break(()));
         }
+        visited += 1;
         let key = DeadByTenantKey::decode(k)?;
         last = Some((key.at, key.seq, key.sink));
         if key.seq <= max_seq {

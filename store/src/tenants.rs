@@ -287,22 +287,25 @@ pub fn top_by(
     field: crate::counters::Field,
     limit: usize,
 ) -> Result<Vec<TenantInfo>> {
-    top_by_after(store, field, None, limit)
+    Ok(top_by_after(store, field, None, limit)?.0)
 }
 
 /// [`top_by`] resumed after a (value, ordinal) cursor: only tenants that
 /// sort strictly after it (a smaller value, or the same value and a larger
-/// ordinal). Same cost as [`top_by`]: one scan of the counters family.
+/// ordinal). Same cost as [`top_by`]: one scan of the counters family. Also
+/// returns the cursor of the next page when this one was full: the last
+/// tenant picked, even when it was erased and is not in the list (so a
+/// page shortened by erased tenants never ends the listing early).
 pub fn top_by_after(
     store: &Store,
     field: crate::counters::Field,
     after: Option<(i64, u32)>,
     limit: usize,
-) -> Result<Vec<TenantInfo>> {
+) -> Result<(Vec<TenantInfo>, Option<(i64, u32)>)> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     if limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let mut heap: BinaryHeap<Reverse<(i64, Reverse<u32>)>> = BinaryHeap::new();
     let lo = keys::counter_key(1, 0).to_vec();
@@ -328,6 +331,11 @@ pub fn top_by_after(
         .map(|Reverse((v, Reverse(o)))| (v, o))
         .collect();
     picked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let next = if picked.len() == limit {
+        picked.last().copied()
+    } else {
+        None
+    };
     let ords: Vec<u32> = picked.iter().map(|p| p.1).collect();
     let counters = crate::queries::counters_many(store, &ords)?;
     let mut out = Vec::with_capacity(ords.len());
@@ -336,7 +344,7 @@ pub fn top_by_after(
             out.push(TenantInfo { ord, id, counters });
         }
     }
-    Ok(out)
+    Ok((out, next))
 }
 
 // ---------------------------------------------------------------------------

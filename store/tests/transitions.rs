@@ -674,6 +674,50 @@ fn a_purge_continues_from_its_cursor_and_ends_exactly_at_the_end() {
 }
 
 #[test]
+fn a_purge_chunk_looks_at_a_bounded_number_of_keys_even_when_it_keeps_them_all() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let n = transitions::VISIT_MAX as u64 + 700;
+    let spec: Vec<_> = (0..n)
+        .map(|i| ("a", 1000 + i, 1usize, 1u16, false))
+        .collect();
+    let rows = ingest(&store, &mut alloc, &spec);
+    let kinds = PurgeKinds {
+        pending: true,
+        dead: false,
+    };
+    // Every row is newer than this purge (max_seq 0): nothing to delete,
+    // but the chunk stops after VISIT_MAX keys and says it is not done.
+    let mut cursor = transitions::PurgeCursor::default();
+    let (got, done) = transitions::purge_tenant_chunk(
+        &store,
+        rows[0].ord,
+        kinds,
+        0,
+        &mut cursor,
+        |_, _, _, _| {},
+    )
+    .unwrap();
+    assert_eq!((got.total(), done), (0, false));
+    let last = &rows[transitions::VISIT_MAX - 1];
+    assert_eq!(cursor.due_after, Some((last.at, last.seq, last.sink)));
+    let (got, done) = transitions::purge_tenant_chunk(
+        &store,
+        rows[0].ord,
+        kinds,
+        0,
+        &mut cursor,
+        |_, _, _, _| {},
+    )
+    .unwrap();
+    assert_eq!((got.total(), done), (0, true));
+    assert_eq!(
+        queries::counters(&store, rows[0].ord).unwrap().pending,
+        n as i64
+    );
+}
+
+#[test]
 fn dlq_pages_newest_first_with_cursors() {
     let (_d, store) = fresh();
     let mut alloc = TenantAllocator::load(&store, 100).unwrap();

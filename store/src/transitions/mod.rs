@@ -44,6 +44,11 @@ use crate::values::{
 /// Rows per purge/recovery chunk: one synced batch each.
 pub const CHUNK: usize = 500;
 
+/// Keys a purge chunk looks at most, rows it keeps (newer than the purge)
+/// included: a chunk holds the dispatcher's row lock, so its work must stay
+/// bounded even on a tenant whose newest rows are all being kept.
+pub const VISIT_MAX: usize = 4 * CHUNK;
+
 fn pending_field(kind: Kind) -> Field {
     match kind {
         Kind::First => Field::Pending,
@@ -479,11 +484,13 @@ pub fn purge_tenant_chunk(
         let lo = resume_at(prefix::DUE, ord, next.due_after);
         let (_, hi) = bounds::tenant(prefix::DUE, ord);
         let mut stopped = false;
+        let mut visited = 0usize;
         store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
-            if taken >= CHUNK {
+            if taken >= CHUNK || visited >= VISIT_MAX {
                 stopped = true;
                 return Ok(ControlFlow::Break(()));
             }
+            visited += 1;
             let row = DueRow::decode(k, v)?;
             next.due_after = Some((row.at, row.seq, row.sink));
             if row.seq > max_seq {
