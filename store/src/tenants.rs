@@ -290,6 +290,9 @@ pub fn top_by(
     Ok(top_by_after(store, field, None, limit)?.0)
 }
 
+/// Where a ranking page ended: the last (counter value, ordinal) picked.
+pub type RankCursor = (i64, u32);
+
 /// [`top_by`] resumed after a (value, ordinal) cursor: only tenants that
 /// sort strictly after it (a smaller value, or the same value and a larger
 /// ordinal). Same cost as [`top_by`]: one scan of the counters family. Also
@@ -301,7 +304,7 @@ pub fn top_by_after(
     field: crate::counters::Field,
     after: Option<(i64, u32)>,
     limit: usize,
-) -> Result<(Vec<TenantInfo>, Option<(i64, u32)>)> {
+) -> Result<(Vec<TenantInfo>, Option<RankCursor>)> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     if limit == 0 {
