@@ -207,14 +207,15 @@ impl Backend {
                 if dry_run {
                     c.post(&path, &req).map(Action::Counted)
                 } else {
-                    c.post(&path, &req).map(Action::Started)
+                    c.post(&path, &req).map(|j| Action::Started(Box::new(j)))
                 }
             }
             Backend::Direct { store, who } => {
                 if dry_run {
                     jobs::dry_run_purge(store, who, tenant, kinds, now).map(Action::Counted)
                 } else {
-                    jobs::start_purge(store, who, tenant, kinds, now).map(Action::Started)
+                    jobs::start_purge(store, who, tenant, kinds, now)
+                        .map(|j| Action::Started(Box::new(j)))
                 }
             }
         }
@@ -228,14 +229,15 @@ impl Backend {
                 if dry_run {
                     c.post("/v1/admin/replay", &req).map(Action::Counted)
                 } else {
-                    c.post("/v1/admin/replay", &req).map(Action::Started)
+                    c.post("/v1/admin/replay", &req)
+                        .map(|j| Action::Started(Box::new(j)))
                 }
             }
             Backend::Direct { store, who } => {
                 if dry_run {
                     jobs::dry_run_replay(store, who, &req, now).map(Action::Counted)
                 } else {
-                    jobs::start_replay(store, who, &req, now).map(Action::Started)
+                    jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
                 }
             }
         }
@@ -296,7 +298,8 @@ impl Backend {
 /// What a destructive call answered.
 pub enum Action {
     Counted(DryRun),
-    Started(Job),
+    /// Boxed: a job record is several times larger than a dry run.
+    Started(Box<Job>),
 }
 
 /// 0 for a job that finished its work, 2 (an error, reported) otherwise.

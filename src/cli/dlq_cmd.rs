@@ -132,7 +132,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             let Action::Started(job) = b.replay(req, false)? else {
                 return Err(eyre!("the replay did not start a job"));
             };
-            let done = b.finish(job)?;
+            let done = b.finish(*job)?;
             if json {
                 print_json(&done)?;
             } else {

@@ -93,7 +93,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             let Action::Started(job) = b.purge(&tenant, kinds, false)? else {
                 return Err(eyre!("the purge did not start a job"));
             };
-            let done = b.finish(job)?;
+            let done = b.finish(*job)?;
             if json {
                 print_json(&done)?;
             } else {
