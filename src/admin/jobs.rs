@@ -188,6 +188,7 @@ fn resolve_replay(
             from,
             to,
             tenant: ord,
+            after: None,
         },
         ord,
         label,
@@ -309,6 +310,7 @@ fn create(
         estimate,
         progress: JobProgress::default(),
         cursor: None,
+        replay_after: None,
         finished_at: None,
         error: None,
     };
@@ -522,11 +524,13 @@ fn run_replay(
     stop: &AtomicBool,
     progress: &mut impl FnMut(&Job),
 ) -> Result<bool> {
-    let scope = if req.ids.is_empty() {
+    let ranged = req.ids.is_empty();
+    let mut scope = if ranged {
         Scope::Range {
             from: req.from.unwrap_or(0),
             to: req.to.unwrap_or(u64::MAX),
             tenant: ord,
+            after: job.replay_after,
         }
     } else {
         let mut ids = Vec::with_capacity(req.ids.len());
@@ -557,6 +561,9 @@ fn run_replay(
             |b, r| {
                 let mut next = base.clone();
                 next.progress.replayed += r.revived;
+                if ranged {
+                    next.replay_after = r.resume.or(base.replay_after);
+                }
                 if let Err(e) = put_job(b, &next) {
                     encode_err = Some(e);
                 }
@@ -565,6 +572,11 @@ fn run_replay(
         job.progress.replayed += r.revived;
         if let Some(e) = encode_err {
             return Err(e);
+        }
+        // The next round continues after the last row this one took.
+        if let (Scope::Range { after, .. }, Some(at)) = (&mut scope, r.resume) {
+            *after = Some(at);
+            job.replay_after = Some(at);
         }
         progress(job);
         if r.matched == 0 {

@@ -194,6 +194,9 @@ pub struct Job {
     /// purge continues where it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<ankusa_store::transitions::PurgeCursor>,
+    /// How far a range replay has got (committed with each chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_after: Option<ankusa_store::queries::DlqCursor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

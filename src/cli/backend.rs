@@ -84,19 +84,16 @@ impl Backend {
             Store::open_read_only(dir)
                 .wrap_err_with(|| format!("cannot open the store at {}", dir.display()))?
         };
-        let b = Backend::Direct {
+        Ok(Backend::Direct {
             store: Box::new(store),
             who,
-        };
-        if write {
-            b.finish_leftovers()?;
-        }
-        Ok(b)
+        })
     }
 
-    /// Jobs an interrupted command left running: finished before anything
-    /// new starts (they are idempotent).
-    fn finish_leftovers(&self) -> Result<()> {
+    /// Jobs an interrupted command left running: finished before a new
+    /// purge or replay starts (they are idempotent), never by a dry run.
+    /// Through a daemon there is nothing to do: its boot resumed them.
+    pub fn finish_leftovers(&self) -> Result<()> {
         let Backend::Direct { store, .. } = self else {
             return Ok(());
         };

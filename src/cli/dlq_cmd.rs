@@ -129,6 +129,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                 );
                 backend::confirm("type yes to replay them: ", "yes")?;
             }
+            b.finish_leftovers()?;
             let Action::Started(job) = b.replay(req, false)? else {
                 return Err(eyre!("the replay did not start a job"));
             };

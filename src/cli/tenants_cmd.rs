@@ -90,6 +90,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
                     &tenant,
                 )?;
             }
+            b.finish_leftovers()?;
             let Action::Started(job) = b.purge(&tenant, kinds, false)? else {
                 return Err(eyre!("the purge did not start a job"));
             };

@@ -46,6 +46,10 @@ pub enum Scope {
         from: u64,
         to: u64,
         tenant: Option<u32>,
+        /// Continue after this row (a resumed or chunked replay), instead
+        /// of from `to`: the walk does not step again over the rows it
+        /// already revived.
+        after: Option<DlqCursor>,
     },
 }
 
@@ -57,6 +61,9 @@ pub struct Replayed {
     /// Rows made due again (0 on a dry run).
     pub revived: u64,
     pub dry_run: bool,
+    /// Where a range walk got to: the last row it took.
+    #[serde(skip)]
+    pub resume: Option<DlqCursor>,
 }
 
 /// Replays the dead rows in `scope`, due at `now`; at most `limit` rows.
@@ -112,13 +119,18 @@ pub fn replay_with(
                 progress(&out);
             }
         }
-        Scope::Range { from, to, tenant } => {
+        Scope::Range {
+            from,
+            to,
+            tenant,
+            after,
+        } => {
             if to > from {
-                let cursor = DlqCursor {
+                let cursor = after.unwrap_or(DlqCursor {
                     at: *to,
                     seq: 0,
                     sink: 0,
-                };
+                });
                 page_loop(
                     store,
                     *tenant,
@@ -173,6 +185,13 @@ fn page_loop(
             .cloned()
             .collect();
         let stopped = in_range.len() < page.entries.len();
+        if let Some(last) = in_range.last() {
+            out.resume = Some(DlqCursor {
+                at: last.at,
+                seq: last.seq,
+                sink: last.sink,
+            });
+        }
         apply(store, &in_range, now, dry_run, out, extra)?;
         drop(rows_guard);
         progress(out);
@@ -303,6 +322,40 @@ mod tests {
     }
 
     #[test]
+    fn a_chunked_range_replay_continues_after_its_last_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        store_with_dead(&store, 5);
+        let mut after = None;
+        let mut seen = Vec::new();
+        loop {
+            let scope = Scope::Range {
+                from: 0,
+                to: u64::MAX,
+                tenant: None,
+                after,
+            };
+            let r = replay(&store, &scope, 50_000, false, 3, |_| {}).unwrap();
+            if r.matched == 0 {
+                break;
+            }
+            assert!(r.matched <= 3);
+            let at = r
+                .resume
+                .expect("a round that took rows says where it stopped");
+            assert!(
+                after.is_none_or(|a: DlqCursor| at.at < a.at),
+                "each round goes older"
+            );
+            seen.push(at.at);
+            after = Some(at);
+        }
+        assert_eq!(seen, vec![17_000, 14_000, 11_000, 10_000]);
+        assert_eq!(counts(&store), (0, 10));
+        assert_checks(&store);
+    }
+
+    #[test]
     fn replay_by_id_tenant_and_range_with_dry_runs() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create_or_open(&dir.path().join("s")).unwrap();
@@ -330,6 +383,7 @@ mod tests {
             from: 12_000,
             to: 15_000,
             tenant: None,
+            after: None,
         };
         let r = replay(&store, &range, 50_000, true, u64::MAX, |_| {}).unwrap();
         assert_eq!(r.matched, 3);
@@ -345,6 +399,7 @@ mod tests {
                 from: 0,
                 to: u64::MAX,
                 tenant: Some(ord_b),
+                after: None,
             },
             50_000,
             true,
@@ -360,6 +415,7 @@ mod tests {
                 from: 0,
                 to: u64::MAX,
                 tenant: Some(ord_b),
+                after: None,
             },
             50_000,
             false,
