@@ -284,6 +284,20 @@ async fn out_of_scope_and_unauthenticated_calls_are_refused_and_touch_nothing() 
         .await;
     assert_eq!(s, 200);
 
+    // Bad input is a JSON refusal too.
+    for bad in [
+        "/v1/admin/tenants?limit=abc",
+        "/v1/admin/tenants?limit=0",
+        "/v1/admin/dlq?cursor=zz",
+    ] {
+        let (s, body) = api.get(Some(ADMIN), bad).await;
+        assert_eq!(s, 400, "{bad}: {body}");
+        assert_eq!(body["error"], "bad_request", "{bad}: {body}");
+    }
+    let (s, body) = api.post(Some(ADMIN), "/v1/admin/stats", json!({})).await;
+    assert_eq!(s, 405);
+    assert_eq!(body["error"], "method_not_allowed");
+
     // Its own tenant: a dry run counts exactly its dead rows.
     let own = api.counters(OWN).await;
     let (s, dry) = api

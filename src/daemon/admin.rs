@@ -232,7 +232,31 @@ pub fn router(state: Arc<AdminState>) -> Router {
                 "no such admin route (see docs/admin-api.md)".into(),
             ))
         })
+        .method_not_allowed_fallback(|| async {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                Json(serde_json::json!({
+                    "error": "method_not_allowed",
+                    "message": "this route takes another method (see docs/admin-api.md)"
+                })),
+            )
+        })
         .with_state(state)
+}
+
+/// The query string of a page, with a malformed one answered as JSON
+/// (`400 bad_request`) like every other refusal.
+struct PageParams(PageQuery);
+
+impl<S: Send + Sync> FromRequestParts<S> for PageParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<PageQuery>::from_request_parts(parts, state).await {
+            Ok(Query(q)) => Ok(PageParams(q)),
+            Err(e) => Err(ApiError(AdminError::BadRequest(e.body_text()))),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -261,7 +285,7 @@ async fn stats(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiResu
 async fn tenants(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    Query(q): Query<PageQuery>,
+    PageParams(q): PageParams,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
         ops::tenants_page(
@@ -325,7 +349,7 @@ async fn replay(
 async fn dlq(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    Query(q): Query<PageQuery>,
+    PageParams(q): PageParams,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
         ops::dlq_page(
@@ -353,7 +377,7 @@ async fn dlq_entry(
 async fn jobs_list(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    Query(q): Query<PageQuery>,
+    PageParams(q): PageParams,
 ) -> ApiResult<Response> {
     let limit = q.limit.unwrap_or(50).clamp(1, ops::MAX_PAGE);
     let list = blocking(move || jobs::list(&s.store, &who, limit)).await?;
@@ -375,7 +399,7 @@ async fn job(
 async fn audit(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    Query(q): Query<PageQuery>,
+    PageParams(q): PageParams,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
         jobs::audit_page(&s.store, &who, q.cursor.as_deref(), q.limit.unwrap_or(50))
