@@ -107,6 +107,7 @@ pub enum StoreCommand {
         #[command(flatten)]
         store: StoreArg,
         /// Machine-readable output (documented in docs/cli.md).
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -115,6 +116,7 @@ pub enum StoreCommand {
     Check {
         #[command(flatten)]
         store: StoreArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -136,6 +138,7 @@ pub enum StoreCommand {
         /// Seed of every random choice.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -155,6 +158,7 @@ pub enum StoreCommand {
         /// Skip the `store check` that runs after the migration.
         #[arg(long)]
         no_check: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -198,6 +202,7 @@ pub enum TenantsCommand {
         /// `--cursor ORD`).
         #[arg(long, conflicts_with_all = ["sort", "cursor"])]
         after: Option<u32>,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -209,6 +214,7 @@ pub enum TenantsCommand {
         store: StoreArg,
         #[command(flatten)]
         admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -231,6 +237,7 @@ pub enum TenantsCommand {
         /// Do not ask for confirmation (for scripts).
         #[arg(long)]
         yes: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -244,6 +251,7 @@ pub enum DlqCommand {
         store: StoreArg,
         #[command(flatten)]
         admin: AdminArg,
+        /// One tenant's DLQ (a scan of its rows only).
         #[arg(long)]
         tenant: Option<String>,
         /// Oldest first (what has waited longest) instead of newest first.
@@ -255,6 +263,7 @@ pub enum DlqCommand {
         /// Continue after this cursor (printed as `more: --cursor ...`).
         #[arg(long)]
         cursor: Option<String>,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -266,6 +275,7 @@ pub enum DlqCommand {
         store: StoreArg,
         #[command(flatten)]
         admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -280,6 +290,7 @@ pub enum DlqCommand {
         /// Hook ids (repeat, or comma-separated).
         #[arg(long = "id", value_delimiter = ',', conflicts_with_all = ["tenant", "since", "from", "until"])]
         ids: Vec<String>,
+        /// One tenant's dead rows (all of them, or within --since/--from/--until).
         #[arg(long)]
         tenant: Option<String>,
         /// Rows dead-lettered within this long ago (a human duration: 15m, 2h).
@@ -297,6 +308,7 @@ pub enum DlqCommand {
         /// Do not ask for confirmation (for scripts).
         #[arg(long)]
         yes: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -310,6 +322,7 @@ pub enum BenchCommand {
         /// A grid small enough for CI.
         #[arg(long)]
         quick: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
         /// Where to build the bench stores (default: a temporary directory).
@@ -323,6 +336,7 @@ pub enum BenchCommand {
         /// A grid small enough for CI.
         #[arg(long)]
         quick: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -330,6 +344,7 @@ pub enum BenchCommand {
     Migrate {
         #[arg(long)]
         quick: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
         /// Where to build the bench stores (default: a temporary directory).
@@ -342,6 +357,7 @@ pub enum BenchCommand {
         /// Skip the largest scenarios.
         #[arg(long)]
         quick: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
         /// A scenario file or a directory of them instead of the built-in set.
@@ -355,6 +371,7 @@ pub enum BenchCommand {
         /// Fewer hooks, for CI.
         #[arg(long)]
         quick: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
     },
@@ -363,6 +380,7 @@ pub enum BenchCommand {
     /// (10^3 rows, 10 tenants). Exit 1 when first frame >= 0.5 s or a
     /// refresh costs more than 2x on the large store.
     Console {
+        /// Print JSON instead of text (stable fields, documented in docs/).
         #[arg(long)]
         json: bool,
         /// Where to build (and reuse) the bench stores (default: a temporary directory).
