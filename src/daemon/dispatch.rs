@@ -2,8 +2,9 @@
 //! the reclaim task.
 //!
 //! Each tick ([`plan_tick`] then [`Dispatcher::claim`]):
-//! 1. `active_markers(now, scan_tenants)`: the tenants with a marker at or
-//!    before now, oldest first, with their marker seconds;
+//! 1. the [`ActiveSet`], refreshed by a walk of the recent seconds of the
+//!    active index (the whole index every [`RESYNC_MS`]): the tenants with a
+//!    marker at or before now, oldest first, at most `scan_tenants`;
 //! 2. each one's head rows, `due_for_tenant(from its oldest marker, now)`,
 //!    at most `scan_rows` and never more than its remaining per-tenant room;
 //! 3. the fair scheduler (`ankusa-fairness`) picks how many head rows to
@@ -271,21 +272,109 @@ impl TickPlan {
     }
 }
 
+/// Seconds behind the last walk's "now" that the next walk reads again: a
+/// marker committed late (a slow group commit) for a second the walk had
+/// already passed is still seen.
+pub const WINDOW_SLACK_S: u64 = 60;
+/// How often the whole active index is walked again, to resync the set with
+/// anything the windows could have missed and to clean stale markers.
+pub const RESYNC_MS: u64 = 30_000;
+
+/// The dispatcher's view of the active index, kept across ticks.
+///
+/// Walking every marker up to now each tick costs one key per tenant and
+/// due second: about 400k keys (75 ms in a release build) on a store with
+/// an hour of backlog over 1,000 tenants. A marker budget would starve a
+/// light tenant queued behind deep backlogs, so instead the set remembers
+/// each active tenant's oldest marker second and each tick walks only the
+/// recent seconds ([`WINDOW_SLACK_S`] before the last walk, up to now):
+/// writers put markers at the second of the row they write, which is
+/// "now" for ingest, revival and recovery, and a future second for retries
+/// (read when now reaches it). Every [`RESYNC_MS`] the whole index is
+/// walked again. Invariant: a known tenant's second is never later than its
+/// first due row's (markers only lower it; a visit sets it to the first row
+/// it read), so `due_for_tenant` from it misses nothing.
+#[derive(Debug, Default)]
+pub struct ActiveSet {
+    oldest: HashMap<u32, u64>,
+    /// Marker seconds seen per tenant since its last visit (what marker
+    /// cleanup looks at).
+    seen: HashMap<u32, std::collections::BTreeSet<u64>>,
+    walked_to: Option<u64>,
+    full_at: u64,
+}
+
+impl ActiveSet {
+    fn refresh(&mut self, store: &Store, now: u64) -> Result<(), StoreError> {
+        let now_b = ankusa_store::keys::bucket_of(now);
+        let from = match self.walked_to {
+            Some(w) if now.saturating_sub(self.full_at) < RESYNC_MS => {
+                w.saturating_sub(WINDOW_SLACK_S)
+            }
+            _ => {
+                self.oldest.clear();
+                self.seen.clear();
+                self.full_at = now;
+                0
+            }
+        };
+        let (oldest, seen) = (&mut self.oldest, &mut self.seen);
+        queries::markers_between(store, from, now_b, |ord, b| {
+            let e = oldest.entry(ord).or_insert(b);
+            if b < *e {
+                *e = b;
+            }
+            seen.entry(ord).or_default().insert(b);
+        })?;
+        self.walked_to = Some(now_b);
+        Ok(())
+    }
+
+    /// The `limit` tenants waiting longest (oldest second, then ordinal).
+    fn pick(&self, limit: usize) -> Vec<queries::ActiveTenant> {
+        let mut all: Vec<(u64, u32)> = self.oldest.iter().map(|(&o, &b)| (b, o)).collect();
+        if all.len() > limit {
+            all.select_nth_unstable(limit);
+            all.truncate(limit);
+        }
+        all.sort_unstable();
+        all.into_iter()
+            .map(|(bucket, ord)| queries::ActiveTenant { ord, bucket })
+            .collect()
+    }
+
+    /// What a visit learned: the tenant's first due row's second, or that
+    /// nothing is due now (it leaves the set until a marker brings it back).
+    fn visited(&mut self, ord: u32, first_due: Option<u64>) -> Vec<u64> {
+        match first_due {
+            Some(b) => {
+                self.oldest.insert(ord, b);
+            }
+            None => {
+                self.oldest.remove(&ord);
+            }
+        }
+        self.seen
+            .remove(&ord)
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default()
+    }
+}
+
 /// The read side of a tick: active tenants, their head rows, the
-/// scheduler's choice. No writes; what `bench dispatch-tick` measures.
+/// scheduler's choice. No row writes; what `bench dispatch-tick` measures.
 pub fn plan_tick(
     store: &Store,
     sched: &mut Scheduler,
+    set: &mut ActiveSet,
     now: u64,
     s: &DispatchSettings,
     inflight: &HashMap<u32, u32>,
     global_inflight: u64,
 ) -> Result<TickPlan, StoreError> {
-    let (active, markers) = queries::active_markers(store, now, s.scan_tenants)?;
+    set.refresh(store, now)?;
+    let active = set.pick(s.scan_tenants);
     let mut by_tenant: HashMap<u32, Vec<u64>> = HashMap::with_capacity(active.len());
-    for (ord, bucket) in markers {
-        by_tenant.entry(ord).or_default().push(bucket);
-    }
     let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(active.len());
     let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
     for a in &active {
@@ -303,6 +392,20 @@ pub fn plan_tick(
             s.scan_rows.min(room),
             s.tick_bytes,
         )?;
+        // With room and nothing returned, nothing is due now: the tenant
+        // leaves the set until a marker brings it back. A tenant at its cap
+        // keeps its place.
+        let first = match rows.first() {
+            Some(r) => Some(ankusa_store::keys::bucket_of(r.at)),
+            None if room == 0 => Some(a.bucket),
+            None => None,
+        };
+        let mut markers = set.visited(a.ord, first);
+        if markers.is_empty() {
+            // Cleanup still looks at the second the set knew it by.
+            markers.push(a.bucket);
+        }
+        by_tenant.insert(a.ord, markers);
         heads.push(
             rows.iter()
                 .map(|r| HeadRow {
@@ -386,7 +489,7 @@ pub struct Dispatcher {
     clock: SharedClock,
     settings: DispatchSettings,
     metrics: Arc<Metrics>,
-    sched: Arc<Mutex<Scheduler>>,
+    sched: Arc<Mutex<(Scheduler, ActiveSet)>>,
     inflight: Arc<Inflight>,
     deliverer: Arc<Deliverer>,
 }
@@ -416,7 +519,7 @@ impl Dispatcher {
             clock,
             settings: d,
             metrics,
-            sched: Arc::new(Mutex::new(sched)),
+            sched: Arc::new(Mutex::new((sched, ActiveSet::default()))),
             inflight: Arc::new(Inflight::default()),
             deliverer: Arc::new(deliverer),
         })
@@ -505,13 +608,15 @@ impl Dispatcher {
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
-            let mut sched = self
+            let mut state = self
                 .sched
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (sched, set) = &mut *state;
             plan_tick(
                 &self.store,
-                &mut sched,
+                sched,
+                set,
                 now,
                 &self.settings,
                 &self.inflight.snapshot(),
@@ -591,5 +696,74 @@ async fn reclaim_loop(
             Ok(Err(e)) => tracing::error!(error = %e, "reclaim pass failed; retrying"),
             Err(e) => tracing::error!(error = %e, "reclaim pass panicked"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ankusa_store::transitions::IngestHook;
+    use ankusa_store::Envelope;
+
+    fn due_at(store: &Store, seq: u64, ord: u32, at: u64) {
+        let env = Envelope {
+            received_at: at,
+            source_id: "s".into(),
+            tenant: format!("t{ord}"),
+            idempotency_key: None,
+            headers: vec![],
+            body: vec![1],
+        };
+        let mut b = Batch::new();
+        transitions::ingest(
+            &mut b,
+            &IngestHook {
+                seq,
+                ord,
+                envelope: &env,
+                sinks: 1,
+                archive: false,
+                dedupe_expires_at: None,
+            },
+        );
+        store.commit(b, true).unwrap();
+    }
+
+    fn ords(set: &ActiveSet) -> Vec<u32> {
+        set.pick(100).iter().map(|a| a.ord).collect()
+    }
+
+    #[test]
+    fn the_active_set_walks_a_window_and_resyncs_with_the_whole_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let now = 10_000_000;
+        // Tenant 1 has waited an hour; tenant 2 is due now.
+        due_at(&store, 1, 1, now - 3_600_000);
+        due_at(&store, 2, 2, now);
+        let mut set = ActiveSet::default();
+        set.refresh(&store, now).unwrap();
+        assert_eq!(ords(&set), vec![1, 2], "oldest first");
+        // A new row: its marker is in the window, found by the next walk.
+        due_at(&store, 3, 3, now + 50);
+        set.refresh(&store, now + 100).unwrap();
+        assert_eq!(ords(&set), vec![1, 2, 3]);
+        // A marker written late for a second far behind the window is not
+        // in the window...
+        due_at(&store, 4, 4, now - (WINDOW_SLACK_S + 60) * 1000);
+        set.refresh(&store, now + 200).unwrap();
+        assert!(!ords(&set).contains(&4));
+        // ...and is found by the next whole walk, in its place.
+        set.refresh(&store, now + RESYNC_MS).unwrap();
+        assert_eq!(ords(&set), vec![1, 4, 2, 3]);
+        // A visit that finds nothing due takes the tenant out; its markers
+        // come back to cleanup once, then nothing is remembered.
+        let seen = set.visited(2, None);
+        assert_eq!(seen, vec![now / 1000]);
+        assert_eq!(ords(&set), vec![1, 4, 3]);
+        assert!(set.visited(2, None).is_empty());
+        // A visit that found rows moves the tenant to its first row's second.
+        set.visited(1, Some(now / 1000 - 10));
+        assert_eq!(ords(&set), vec![4, 1, 3]);
     }
 }

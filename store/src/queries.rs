@@ -96,6 +96,25 @@ pub fn active_markers(
     Ok((out, markers))
 }
 
+/// Every active marker with `from <= bucket <= to`, in (bucket, ordinal)
+/// order, as `(ordinal, bucket)`. The dispatcher walks a window of recent
+/// seconds with it each tick instead of the whole index.
+pub fn markers_between(
+    store: &Store,
+    from: u64,
+    to: u64,
+    mut f: impl FnMut(u32, u64),
+) -> Result<()> {
+    let mut lo = vec![prefix::ACTIVE];
+    lo.extend_from_slice(&from.to_be_bytes());
+    let (_, hi) = bounds::active_upto(to);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        let a = ActiveKey::decode(k)?;
+        f(a.ord, a.bucket);
+        Ok(ControlFlow::Continue(()))
+    })
+}
+
 /// A tenant's due rows with `floor <= at <= now`, in due order, at most
 /// `limit` rows and `byte_budget` bytes. The first row is returned even if
 /// it alone exceeds the budget, so an oversized row cannot be stranded.
