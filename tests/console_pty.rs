@@ -416,6 +416,31 @@ fn follow_mode_replays_through_the_daemons_admin_api_and_audits_it() {
         ),
     );
     let daemon = common::Daemon::start(tmp.path());
+    replay_the_deadest_tenant_and_find_it_audited(&dir, &[], "FOLLOW", || {
+        daemon.stop();
+    });
+}
+
+/// With `--write` and no daemon, the same guarded replay runs as the same
+/// audited job on the store the console holds.
+#[test]
+fn write_mode_replays_as_an_audited_job() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    replay_the_deadest_tenant_and_find_it_audited(&dir, &["--write"], "WRITE", || {});
+}
+
+/// Replays the tenant with the most dead rows through the console's guard
+/// (`A`, its name, Enter), checks the counters on screen, quits, calls
+/// `stopped` (after which nothing holds the store), and finds three audit
+/// records (dry run, start, end) naming this OS user.
+fn replay_the_deadest_tenant_and_find_it_audited(
+    dir: &Path,
+    extra: &[&str],
+    mode: &str,
+    stopped: impl FnOnce(),
+) {
     let path = dir.to_str().expect("utf-8 path");
     let top = Command::new(BIN)
         .args([
@@ -433,13 +458,10 @@ fn follow_mode_replays_through_the_daemons_admin_api_and_audits_it() {
         .expect("dead");
     assert!(dead > 0);
 
-    let mut c = Console::spawn(
-        &["console", "--store", path, "--refresh", "300ms"],
-        &[],
-        100,
-        30,
-    );
-    c.wait_for(&["FOLLOW", "Overview (node counters)"]);
+    let mut args = vec!["console", "--store", path, "--refresh", "300ms"];
+    args.extend_from_slice(extra);
+    let mut c = Console::spawn(&args, &[], 100, 30);
+    c.wait_for(&[mode, "Overview (node counters)"]);
     c.send(&format!(":tenant {tenant}\r"));
     c.wait_for(&[&format!("Tenant {tenant}"), &format!("dead {}", num(dead))]);
     c.send("A");
@@ -451,10 +473,9 @@ fn follow_mode_replays_through_the_daemons_admin_api_and_audits_it() {
     c.send("Q");
     assert!(c.wait_exit().success());
     c.assert_restored();
-    daemon.stop();
+    stopped();
 
-    // The daemon audited the dry run and the job, as this OS user.
-    let store = Store::open_read_only(&dir).expect("open");
+    let store = Store::open_read_only(dir).expect("open");
     let records = ankusa_store::audit::page(&store, None, 10).expect("audit");
     let text: Vec<String> = records
         .iter()

@@ -140,6 +140,17 @@ pub struct Kinds {
     pub dead: bool,
 }
 
+impl Kinds {
+    /// The request's form: `["pending", "dead"]`.
+    pub fn names(&self) -> Vec<String> {
+        [(self.pending, "pending"), (self.dead, "dead")]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| n.to_owned())
+            .collect()
+    }
+}
+
 /// A replay's selection, as asked.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayRequest {

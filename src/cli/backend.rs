@@ -185,66 +185,27 @@ impl Backend {
         }
     }
 
-    pub fn purge(&self, tenant: &str, kinds: Kinds, dry_run: bool) -> Result<Action, AdminError> {
-        let now = ankusa_store::system_now_ms();
+    /// Where this backend's destructive actions go.
+    pub fn target(&self) -> Target<'_> {
         match self {
-            Backend::Daemon(c) => {
-                let mut list = Vec::new();
-                if kinds.pending {
-                    list.push("pending".to_owned());
-                }
-                if kinds.dead {
-                    list.push("dead".to_owned());
-                }
-                let req = PurgeRequest {
-                    kinds: list,
-                    dry_run,
-                };
-                let path = format!("/v1/admin/tenants/{}/purge", enc(tenant));
-                if dry_run {
-                    c.post(&path, &req).map(Action::Counted)
-                } else {
-                    c.post(&path, &req).map(|j| Action::Started(Box::new(j)))
-                }
-            }
-            Backend::Direct { store, who } => {
-                if dry_run {
-                    jobs::dry_run_purge(store, who, tenant, kinds, now).map(Action::Counted)
-                } else {
-                    jobs::start_purge(store, who, tenant, kinds, now)
-                        .map(|j| Action::Started(Box::new(j)))
-                }
-            }
+            Backend::Daemon(c) => Target::Daemon(c),
+            Backend::Direct { store, who } => Target::Store(store, who),
         }
     }
 
-    pub fn replay(&self, mut req: ReplayRequest, dry_run: bool) -> Result<Action, AdminError> {
-        req.dry_run = dry_run;
-        let now = ankusa_store::system_now_ms();
-        match self {
-            Backend::Daemon(c) => {
-                if dry_run {
-                    c.post("/v1/admin/replay", &req).map(Action::Counted)
-                } else {
-                    c.post("/v1/admin/replay", &req)
-                        .map(|j| Action::Started(Box::new(j)))
-                }
-            }
-            Backend::Direct { store, who } => {
-                if dry_run {
-                    jobs::dry_run_replay(store, who, &req, now).map(Action::Counted)
-                } else {
-                    jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
-                }
-            }
-        }
+    pub fn purge(&self, tenant: &str, kinds: Kinds, dry_run: bool) -> Result<Action, AdminError> {
+        self.target().purge(tenant, kinds, dry_run)
+    }
+
+    pub fn replay(&self, req: ReplayRequest, dry_run: bool) -> Result<Action, AdminError> {
+        self.target().replay(req, dry_run)
     }
 
     /// Runs (direct) or follows (daemon) a job to its end, showing progress
     /// on a terminal.
     pub fn finish(&self, job: Job) -> Result<Job> {
         let tty = std::io::stderr().is_terminal();
-        let show = |j: &Job| {
+        let done = self.target().finish(job, |j| {
             if tty {
                 eprint!(
                     "\r{} rows of about {} ({})   ",
@@ -253,25 +214,7 @@ impl Backend {
                     state(j)
                 );
             }
-        };
-        let done = match self {
-            Backend::Direct { store, .. } => jobs::run(
-                store,
-                job,
-                &ankusa_store::system_now_ms,
-                &AtomicBool::new(false),
-                show,
-            )?,
-            Backend::Daemon(c) => {
-                let mut j = job;
-                while j.state == JobState::Running {
-                    std::thread::sleep(Duration::from_millis(200));
-                    j = c.get(&format!("/v1/admin/jobs/{}", j.id))?;
-                    show(&j);
-                }
-                j
-            }
-        };
+        })?;
         if tty {
             eprintln!();
         }
@@ -287,6 +230,87 @@ impl Backend {
                     "the store at {} (no daemon running)",
                     store.path().display()
                 )
+            }
+        }
+    }
+}
+
+/// Where a purge or replay goes: a running daemon, or a store this process
+/// holds as its writer (the command line's, or the console's in WRITE
+/// mode). The one place both transports of a destructive action live.
+pub enum Target<'a> {
+    Daemon(&'a Client),
+    Store(&'a Store, &'a Principal),
+}
+
+impl Target<'_> {
+    pub fn purge(&self, tenant: &str, kinds: Kinds, dry_run: bool) -> Result<Action, AdminError> {
+        let now = ankusa_store::system_now_ms();
+        match self {
+            Target::Daemon(c) => {
+                let req = PurgeRequest {
+                    kinds: kinds.names(),
+                    dry_run,
+                };
+                let path = format!("/v1/admin/tenants/{}/purge", enc(tenant));
+                if dry_run {
+                    c.post(&path, &req).map(Action::Counted)
+                } else {
+                    c.post(&path, &req).map(|j| Action::Started(Box::new(j)))
+                }
+            }
+            Target::Store(store, who) => {
+                if dry_run {
+                    jobs::dry_run_purge(store, who, tenant, kinds, now).map(Action::Counted)
+                } else {
+                    jobs::start_purge(store, who, tenant, kinds, now)
+                        .map(|j| Action::Started(Box::new(j)))
+                }
+            }
+        }
+    }
+
+    pub fn replay(&self, mut req: ReplayRequest, dry_run: bool) -> Result<Action, AdminError> {
+        req.dry_run = dry_run;
+        let now = ankusa_store::system_now_ms();
+        match self {
+            Target::Daemon(c) => {
+                if dry_run {
+                    c.post("/v1/admin/replay", &req).map(Action::Counted)
+                } else {
+                    c.post("/v1/admin/replay", &req)
+                        .map(|j| Action::Started(Box::new(j)))
+                }
+            }
+            Target::Store(store, who) => {
+                if dry_run {
+                    jobs::dry_run_replay(store, who, &req, now).map(Action::Counted)
+                } else {
+                    jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
+                }
+            }
+        }
+    }
+
+    /// Runs the job to its end on the store, or follows the daemon running
+    /// it, calling `progress` as it moves.
+    pub fn finish(&self, job: Job, mut progress: impl FnMut(&Job)) -> Result<Job, AdminError> {
+        match self {
+            Target::Store(store, _) => jobs::run(
+                store,
+                job,
+                &ankusa_store::system_now_ms,
+                &AtomicBool::new(false),
+                progress,
+            ),
+            Target::Daemon(c) => {
+                let mut j = job;
+                while j.state == JobState::Running {
+                    std::thread::sleep(Duration::from_millis(200));
+                    j = c.get(&format!("/v1/admin/jobs/{}", j.id))?;
+                    progress(&j);
+                }
+                Ok(j)
             }
         }
     }

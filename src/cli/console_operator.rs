@@ -1,20 +1,18 @@
 //! The console's [`Operator`]: its guarded actions run as the same audited
-//! purge and replay jobs as `ankusa tenants purge` and `ankusa dlq replay`,
-//! through the daemon's admin socket when a daemon runs, or on the store the
-//! console holds in WRITE mode.
+//! purge and replay jobs as `ankusa tenants purge` and `ankusa dlq replay`
+//! (through [`Target`]), via the daemon's admin socket when a daemon runs,
+//! or on the store the console holds in WRITE mode.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use ankusa_store::Store;
 use ankusa_ui::data::ActionScope;
 use ankusa_ui::operator::Operator;
 
+use super::backend::{Action, Target};
 use crate::admin::access::{Peer, Principal};
 use crate::admin::client::{Client, Probe};
-use crate::admin::model::{DryRun, Job, JobState, Kinds, PurgeRequest, ReplayRequest};
-use crate::admin::{jobs, AdminError};
+use crate::admin::model::{JobState, Kinds, ReplayRequest};
 
 pub struct ConsoleOperator {
     pub store: PathBuf,
@@ -59,36 +57,9 @@ fn ask(scope: &ActionScope) -> Result<Ask, String> {
     }
 }
 
-fn kinds_list(k: Kinds) -> Vec<String> {
-    let mut v = Vec::new();
-    if k.pending {
-        v.push("pending".to_owned());
-    }
-    if k.dead {
-        v.push("dead".to_owned());
-    }
-    v
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-fn text(e: AdminError) -> String {
-    e.to_string()
-}
-
 impl ConsoleOperator {
     fn client(&self) -> Result<Client, String> {
-        match Client::probe(&self.store, self.token.clone()).map_err(text)? {
+        match Client::probe(&self.store, self.token.clone()).map_err(|e| e.to_string())? {
             Probe::Daemon(c) => Ok(c),
             Probe::NoDaemon => Err(format!(
                 "no daemon answers on {} any more",
@@ -97,75 +68,39 @@ impl ConsoleOperator {
         }
     }
 
-    fn start(
+    /// Asks for `scope` on the console's store (WRITE) or through the
+    /// daemon (FOLLOW).
+    fn act(
         &self,
         store: Option<&Store>,
         scope: &ActionScope,
         dry_run: bool,
-    ) -> Result<Started, String> {
-        let now = ankusa_store::system_now_ms();
+    ) -> Result<(Action, Option<Client>), String> {
         let ask = ask(scope)?;
+        let call = |t: &Target<'_>| match &ask {
+            Ask::Purge { tenant, kinds } => t.purge(tenant, *kinds, dry_run),
+            Ask::Replay(r) => t.replay(r.clone(), dry_run),
+        };
         match store {
             Some(s) => {
                 let who = Principal::local(&Peer::me());
-                match (ask, dry_run) {
-                    (Ask::Purge { tenant, kinds }, true) => {
-                        jobs::dry_run_purge(s, &who, &tenant, kinds, now).map(Started::Counted)
-                    }
-                    (Ask::Purge { tenant, kinds }, false) => {
-                        jobs::start_purge(s, &who, &tenant, kinds, now).map(Started::Job)
-                    }
-                    (Ask::Replay(r), true) => {
-                        jobs::dry_run_replay(s, &who, &r, now).map(Started::Counted)
-                    }
-                    (Ask::Replay(r), false) => {
-                        jobs::start_replay(s, &who, &r, now).map(Started::Job)
-                    }
-                }
-                .map_err(text)
+                let a = call(&Target::Store(s, &who)).map_err(|e| e.to_string())?;
+                Ok((a, None))
             }
             None => {
                 let c = self.client()?;
-                match ask {
-                    Ask::Purge { tenant, kinds } => {
-                        let path = format!("/v1/admin/tenants/{}/purge", enc(&tenant));
-                        let body = PurgeRequest {
-                            kinds: kinds_list(kinds),
-                            dry_run,
-                        };
-                        if dry_run {
-                            c.post(&path, &body).map(Started::Counted)
-                        } else {
-                            c.post(&path, &body).map(|j| Started::Remote(j, c))
-                        }
-                    }
-                    Ask::Replay(mut r) => {
-                        r.dry_run = dry_run;
-                        if dry_run {
-                            c.post("/v1/admin/replay", &r).map(Started::Counted)
-                        } else {
-                            c.post("/v1/admin/replay", &r)
-                                .map(|j| Started::Remote(j, c))
-                        }
-                    }
-                }
-                .map_err(text)
+                let a = call(&Target::Daemon(&c)).map_err(|e| e.to_string())?;
+                Ok((a, Some(c)))
             }
         }
     }
 }
 
-enum Started {
-    Counted(DryRun),
-    Job(Job),
-    Remote(Job, Client),
-}
-
 impl Operator for ConsoleOperator {
     fn dry_run(&self, store: Option<&Store>, scope: &ActionScope) -> Result<u64, String> {
-        match self.start(store, scope, true)? {
-            Started::Counted(d) => Ok(d.rows),
-            Started::Job(_) | Started::Remote(..) => Err("the dry run started a job".into()),
+        match self.act(store, scope, true)?.0 {
+            Action::Counted(d) => Ok(d.rows),
+            Action::Started(_) => Err("the dry run started a job".into()),
         }
     }
 
@@ -175,30 +110,19 @@ impl Operator for ConsoleOperator {
         scope: &ActionScope,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u64, String> {
-        let done = match self.start(store, scope, false)? {
-            Started::Counted(_) => return Err("the action did not start a job".into()),
-            Started::Job(job) => {
-                let Some(s) = store else {
-                    return Err("no store to run the job on".into());
-                };
-                jobs::run(
-                    s,
-                    job,
-                    &ankusa_store::system_now_ms,
-                    &AtomicBool::new(false),
-                    |j| progress(j.progress.rows(), j.estimate),
-                )
-                .map_err(text)?
-            }
-            Started::Remote(mut job, c) => {
-                while job.state == JobState::Running {
-                    std::thread::sleep(Duration::from_millis(200));
-                    job = c.get(&format!("/v1/admin/jobs/{}", job.id)).map_err(text)?;
-                    progress(job.progress.rows(), job.estimate);
-                }
-                job
-            }
+        let (action, client) = self.act(store, scope, false)?;
+        let Action::Started(job) = action else {
+            return Err("the action did not start a job".into());
         };
+        let who = Principal::local(&Peer::me());
+        let target = match (store, &client) {
+            (Some(s), _) => Target::Store(s, &who),
+            (None, Some(c)) => Target::Daemon(c),
+            (None, None) => return Err("no daemon and no store to run the job on".into()),
+        };
+        let done = target
+            .finish(*job, |j| progress(j.progress.rows(), j.estimate))
+            .map_err(|e| e.to_string())?;
         match done.state {
             JobState::Done => Ok(done.progress.rows()),
             _ => Err(format!(
