@@ -221,7 +221,9 @@ pub const TOP_TENANTS: usize = 100;
 pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     use ankusa_store::{queries, tenants};
     let mut out = String::with_capacity(8192);
-    let node = queries::node_counters(store)?;
+    // The same reads as the gauge tick `bench gauges` measures.
+    let g = queries::gauges(store, now, TOP_TENANTS)?;
+    let node = g.node;
     let gauge = |out: &mut String, name: &str, help: &str, v: &dyn std::fmt::Display| {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} gauge");
@@ -253,7 +255,8 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
         "Hooks waiting to be archived.",
         &node.archive_pending,
     );
-    let oldest = queries::oldest_due(store)?
+    let oldest = g
+        .oldest_due
         .filter(|o| o.at <= now)
         .map_or(0.0, |o| o.age_ms(now) as f64 / 1000.0);
     gauge(
@@ -287,7 +290,7 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
         "# HELP {name} Pending rows of the top {TOP_TENANTS} active tenants by pending rows."
     );
     let _ = writeln!(out, "# TYPE {name} gauge");
-    for t in queries::top_pending(store, now, TOP_TENANTS)? {
+    for t in g.top {
         let label = match tenants::name_of(store, t.ord)? {
             Some(tenants::Name::Live(id)) => id,
             _ => continue,
