@@ -744,10 +744,13 @@ mod tests {
         let mut set = ActiveSet::default();
         set.refresh(&store, now).unwrap();
         assert_eq!(ords(&set), vec![1, 2], "oldest first");
-        // A new row: its marker is in the window, found by the next walk.
+        // A new row: its marker is in the window, found by the next walk. A
+        // newer marker of a known tenant never moves it later.
         due_at(&store, 3, 3, now + 50);
+        due_at(&store, 5, 1, now + 60);
         set.refresh(&store, now + 100).unwrap();
         assert_eq!(ords(&set), vec![1, 2, 3]);
+        assert_eq!(set.pick(1)[0].bucket, (now - 3_600_000) / 1000);
         // A marker written late for a second far behind the window is not
         // in the window...
         due_at(&store, 4, 4, now - (WINDOW_SLACK_S + 60) * 1000);
