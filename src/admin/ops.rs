@@ -32,17 +32,16 @@ fn page_size(limit: usize) -> Result<usize> {
 /// Node-wide numbers (admin only).
 pub fn stats(store: &Store, who: &Principal, now: u64) -> Result<Stats> {
     who.require_admin("node stats")?;
-    let node = queries::node_counters(store)?;
-    let oldest = queries::oldest_due(store)?;
-    let active = queries::active_summary(store, now, queries::MARKER_BUDGET)?;
+    // The same summary as `ankusa store info`.
+    let i = ankusa_store::info::gather(store, now)?;
     Ok(Stats {
-        store: store.path().display().to_string(),
-        format: store.format()?.unwrap_or(0),
-        node,
-        oldest_due_age_ms: oldest.filter(|o| o.at <= now).map(|o| o.age_ms(now)),
-        tenants: tenants::allocated(store)?,
-        active_tenants: active.tenants as u64,
-        active_exact: active.complete,
+        store: i.path,
+        format: i.format.unwrap_or(0),
+        node: i.node,
+        oldest_due_age_ms: i.oldest_due.filter(|o| o.at <= now).map(|o| o.age_ms(now)),
+        tenants: i.tenants,
+        active_tenants: i.active.tenants as u64,
+        active_exact: i.active.complete,
         daemon: None,
     })
 }
