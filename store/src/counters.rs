@@ -112,11 +112,18 @@ impl Counters {
     }
 }
 
+/// The field byte of the node's count of quarantined rows (ord 0 only).
+/// Not a [`Field`]: it has no per-tenant value, is no part of a tenant's
+/// [`Counters`], and `store check` compares it with the `Q` rows it counts.
+pub const QUARANTINED: u8 = 7;
+
 /// Deltas accumulated by the transitions of one batch, coalesced per
 /// (ordinal, field). Only [`CounterDeltas::merge_ops`] turns them into writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterDeltas {
     deltas: BTreeMap<(u32, Field), i64>,
+    /// Change of the node's quarantined-row count ([`QUARANTINED`]).
+    quarantined: i64,
 }
 
 impl CounterDeltas {
@@ -132,7 +139,15 @@ impl CounterDeltas {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.deltas.is_empty()
+        self.deltas.is_empty() && self.quarantined == 0
+    }
+
+    pub fn add_quarantined(&mut self, delta: i64) {
+        self.quarantined = self.quarantined.wrapping_add(delta);
+    }
+
+    pub fn quarantined(&self) -> i64 {
+        self.quarantined
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ((u32, Field), i64)> + '_ {
@@ -143,6 +158,7 @@ impl CounterDeltas {
         for ((ord, f), d) in other.iter() {
             self.add(ord, f, d);
         }
+        self.add_quarantined(other.quarantined);
     }
 
     /// The merge operands to write: one per (ordinal, field) with a non-zero
@@ -167,6 +183,12 @@ impl CounterDeltas {
                     delta.to_le_bytes(),
                 ));
             }
+        }
+        if self.quarantined != 0 {
+            out.push((
+                crate::keys::counter_key(0, QUARANTINED),
+                self.quarantined.to_le_bytes(),
+            ));
         }
         out
     }
