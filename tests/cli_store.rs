@@ -199,6 +199,54 @@ fn a_tampered_counter_fails_store_check_naming_it() {
     assert_eq!(m.len(), 1, "only the tampered counter differs: {m:?}");
 }
 
+/// The pairing of delivery rows with index rows, which `store check` does
+/// with point reads and per-tenant fingerprints (memory bounded by tenants):
+/// a due row deleted under its delivery row, and a due row copied under a
+/// second key for the same delivery row, are each named.
+#[test]
+fn store_check_names_delivery_rows_without_exactly_one_index_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path(), 5, 400);
+    let (orphan, doubled) = {
+        let db = raw_open(&store);
+        let index = db.cf_handle("index").unwrap();
+        let due: Vec<(Vec<u8>, Vec<u8>)> = db
+            .prefix_iterator_cf(index, b"D")
+            .map(|r| r.unwrap())
+            .take_while(|(k, _)| k[0] == b'D')
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .take(2)
+            .collect();
+        let pair = |k: &[u8]| {
+            (
+                u64::from_be_bytes(k[13..21].try_into().unwrap()),
+                u16::from_be_bytes(k[21..23].try_into().unwrap()),
+            )
+        };
+        db.delete_cf(index, &due[0].0).unwrap();
+        // The same (seq, sink) due a millisecond later: a second index row.
+        let mut again = due[1].0.clone();
+        let at = u64::from_be_bytes(again[5..13].try_into().unwrap()) + 1;
+        again[5..13].copy_from_slice(&at.to_be_bytes());
+        db.put_cf(index, &again, &due[1].1).unwrap();
+        (pair(&due[0].0), pair(&due[1].0))
+    };
+    let o = ankusa(&["store", "check", "--store", &store, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = v["mismatches"].as_array().unwrap();
+    let named = |(seq, sink): (u64, u16), count: u32| {
+        m.iter().any(|m| {
+            m["kind"] == "delivery_index_count"
+                && m["seq"] == seq
+                && m["sink"] == sink
+                && m["count"] == count
+        })
+    };
+    assert!(named(orphan, 0), "{m:?}");
+    assert!(named(doubled, 2), "{m:?}");
+}
+
 #[test]
 fn bad_input_exits_2_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();

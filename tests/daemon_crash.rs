@@ -204,7 +204,7 @@ async fn loop_sink(
     let id = h("ankusa-hook-id");
     let attempt: u32 = h("ankusa-attempt").parse().unwrap_or(0);
     let fail = match sink {
-        0 => attempt <= 1 && seq_of(&id) % 3 == 0,
+        0 => attempt <= 1 && seq_of(&id).is_multiple_of(3),
         _ => h("ankusa-tenant") == "t-dead",
     };
     if fail {

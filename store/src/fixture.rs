@@ -427,7 +427,7 @@ pub fn write_v2(
                         } += 1;
                         // Every fourth dead row has no history, as rows
                         // dead-lettered by older releases have none.
-                        let history = if seq % 4 == 0 {
+                        let history = if seq.is_multiple_of(4) {
                             Vec::new()
                         } else {
                             vec![

@@ -80,7 +80,7 @@ pub fn to_hex(b: &[u8]) -> String {
 
 /// Parses [`to_hex`]'s output.
 pub fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -203,11 +203,11 @@ pub fn get(store: &Store, key: &[u8]) -> Result<Option<QuarantinedRow>> {
 /// tells one: a format 3 due key, or a format 2 due, inflight or dead key.
 pub fn delivery_of(key: &[u8]) -> Option<(u64, u16)> {
     use crate::keys::{DeadKey, DueKey, V2DueKey, V2InflightKey};
-    match key.first()? {
-        &prefix::DUE => DueKey::decode(key).ok().map(|k| (k.seq, k.sink)),
-        &prefix::V2_DUE => V2DueKey::decode(key).ok().map(|k| (k.seq, k.sink)),
-        &prefix::V2_INFLIGHT => V2InflightKey::decode(key).ok().map(|k| (k.seq, k.sink)),
-        &prefix::DEAD => DeadKey::decode(key).ok().map(|k| (k.seq, k.sink)),
+    match *key.first()? {
+        prefix::DUE => DueKey::decode(key).ok().map(|k| (k.seq, k.sink)),
+        prefix::V2_DUE => V2DueKey::decode(key).ok().map(|k| (k.seq, k.sink)),
+        prefix::V2_INFLIGHT => V2InflightKey::decode(key).ok().map(|k| (k.seq, k.sink)),
+        prefix::DEAD => DeadKey::decode(key).ok().map(|k| (k.seq, k.sink)),
         _ => None,
     }
 }

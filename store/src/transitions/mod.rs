@@ -841,6 +841,16 @@ pub(crate) fn marker_exists(store: &Store, ord: u32, bucket: u64) -> Result<bool
         .is_some())
 }
 
+/// Whether the `x` key of a dead row exists (`store check`'s pairing).
+pub(crate) fn dead_exists(store: &Store, k: &DeadKey) -> Result<bool> {
+    Ok(store.get(Family::Index, &enc::dead(k))?.is_some())
+}
+
+/// Whether the `X` key of a dead row exists (`store check`'s pairing).
+pub(crate) fn dead_by_tenant_exists(store: &Store, k: &DeadByTenantKey) -> Result<bool> {
+    Ok(store.get(Family::Index, &enc::dead_by_tenant(k))?.is_some())
+}
+
 /// Puts the marker of `bucket` for `ord` if it is missing. Returns the
 /// bucket when it put one.
 fn heal_marker(store: &Store, ord: u32, bucket: u64) -> Result<Option<u64>> {
