@@ -5,7 +5,6 @@
 //! that ran and failed its assertion, 2 an error (bad input, unreadable
 //! store, I/O).
 
-mod admin;
 mod bench;
 mod cli;
 mod daemon;

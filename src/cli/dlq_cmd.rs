@@ -6,10 +6,11 @@ use std::time::SystemTime;
 
 use color_eyre::eyre::{eyre, Result};
 
-use super::backend::{self, Action, Backend};
+use super::backend;
 use super::{print_json, DlqCommand};
-use crate::admin::model::{DlqDetail, ReplayRequest};
 use crate::output;
+use ankusa_ops::model::{DlqDetail, ReplayRequest};
+use ankusa_ops::operator::Action;
 
 fn ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
@@ -27,7 +28,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             cursor,
             json,
         } => {
-            let b = Backend::open(&store.store, admin.token, false)?;
+            let b = backend::open(&store.store, admin.token, false)?;
             let order = if oldest {
                 ankusa_store::queries::DlqOrder::OldestFirst
             } else {
@@ -67,7 +68,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             admin,
             json,
         } => {
-            let b = Backend::open(&store.store, admin.token, false)?;
+            let b = backend::open(&store.store, admin.token, false)?;
             let d = b.dlq_entry(&id)?;
             if json {
                 print_json(&d)?;
@@ -103,7 +104,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                 to: until.map(|t| ms(t.into())),
                 dry_run,
             };
-            let b = Backend::open(&store.store, admin.token, true)?;
+            let b = backend::open(&store.store, admin.token, true)?;
             let Action::Counted(count) = b.replay(req.clone(), true)? else {
                 return Err(eyre!("the dry run started a job"));
             };
@@ -129,11 +130,11 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                 );
                 backend::confirm("type yes to replay them: ", "yes")?;
             }
-            b.finish_leftovers()?;
+            backend::finish_leftovers(&b)?;
             let Action::Started(job) = b.replay(req, false)? else {
                 return Err(eyre!("the replay did not start a job"));
             };
-            let done = b.finish(*job)?;
+            let done = backend::finish(&b, *job)?;
             if json {
                 print_json(&done)?;
             } else {

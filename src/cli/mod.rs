@@ -2,7 +2,6 @@
 //! depend on them) and dispatch.
 
 mod backend;
-mod console_operator;
 mod dlq_cmd;
 mod migrate_cmd;
 mod store_cmd;
@@ -493,18 +492,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             use tracing_subscriber::layer::SubscriberExt;
             let log =
                 tracing::Dispatch::new(tracing_subscriber::registry().with(ankusa_ui::log_layer()));
-            let operator = ankusa_ui::operator::OperatorHandle(std::sync::Arc::new(
-                console_operator::ConsoleOperator {
-                    store: store.clone(),
-                    token: admin.token,
-                },
-            ));
             let opts = ankusa_ui::ConsoleOptions {
                 store,
                 read_only,
                 write,
                 refresh: refresh.into(),
-                operator: Some(operator),
+                token: admin.token,
             };
             ankusa_ui::run(opts, log)?;
             Ok(ExitCode::SUCCESS)

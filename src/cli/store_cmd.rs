@@ -256,22 +256,16 @@ fn open_stopped(path: &std::path::Path) -> Result<Store> {
 
 /// Writes one audit record for a command run directly on the store.
 fn audit(s: &Store, action: &str, scope: &str, outcome: &str, rows: u64) -> Result<()> {
-    use crate::admin::access::{Peer, Principal};
-    let at = ankusa_store::system_now_ms();
-    let rec = crate::admin::model::AuditRecord {
-        id: String::new(),
-        at,
-        who: Principal::local(&Peer::me()),
-        action: action.to_owned(),
-        scope: scope.to_owned(),
-        dry_run: outcome == "dry_run",
-        outcome: outcome.to_owned(),
+    use ankusa_ops::access::{Peer, Principal};
+    ankusa_ops::jobs::audit_store_action(
+        s,
+        &Principal::local(&Peer::me()),
+        action,
+        scope,
+        outcome,
         rows,
-        job: None,
-    };
-    let mut b = ankusa_store::Batch::new();
-    ankusa_store::audit::append(&mut b, at, &serde_json::to_vec(&rec)?);
-    s.commit(b, true)?;
+        ankusa_store::system_now_ms(),
+    )?;
     Ok(())
 }
 

@@ -5,10 +5,11 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::{eyre, Result};
 
-use super::backend::{self, Action, Backend};
+use super::backend;
 use super::{print_json, TenantsCommand};
-use crate::admin::model::{DlqEntry, TenantDetail, TenantsPage};
 use crate::output;
+use ankusa_ops::model::{DlqEntry, TenantDetail, TenantsPage};
+use ankusa_ops::operator::Action;
 
 pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
     match cmd {
@@ -21,7 +22,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             after,
             json,
         } => {
-            let b = Backend::open(&store.store, admin.token, false)?;
+            let b = backend::open(&store.store, admin.token, false)?;
             let cursor = cursor.or(after.map(|a| a.to_string()));
             let page = b.tenants_page(sort.as_deref(), cursor.as_deref(), limit)?;
             if json {
@@ -40,7 +41,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             admin,
             json,
         } => {
-            let b = Backend::open(&store.store, admin.token, false)?;
+            let b = backend::open(&store.store, admin.token, false)?;
             let t = b.tenant(&tenant)?;
             if json {
                 print_json(&t)?;
@@ -58,8 +59,8 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             yes,
             json,
         } => {
-            let kinds = crate::admin::jobs::parse_kinds(&kinds)?;
-            let b = Backend::open(&store.store, admin.token, true)?;
+            let kinds = ankusa_ops::jobs::parse_kinds(&kinds)?;
+            let b = backend::open(&store.store, admin.token, true)?;
             let Action::Counted(count) = b.purge(&tenant, kinds, true)? else {
                 return Err(eyre!("the dry run started a job"));
             };
@@ -90,11 +91,11 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
                     &tenant,
                 )?;
             }
-            b.finish_leftovers()?;
+            backend::finish_leftovers(&b)?;
             let Action::Started(job) = b.purge(&tenant, kinds, false)? else {
                 return Err(eyre!("the purge did not start a job"));
             };
-            let done = b.finish(*job)?;
+            let done = backend::finish(&b, *job)?;
             if json {
                 print_json(&done)?;
             } else {
@@ -114,7 +115,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
     }
 }
 
-fn purge_breakdown(d: &crate::admin::model::DryRun) -> String {
+fn purge_breakdown(d: &ankusa_ops::model::DryRun) -> String {
     match d.purge {
         Some(p) => format!(
             "pending {}, scheduled {}, dead {}",

@@ -10,14 +10,14 @@
 //! - `GET  /metrics` (admin callers)
 //!
 //! Invariants:
-//! - Every route authenticates first ([`crate::admin::access`]); nothing
+//! - Every route authenticates first ([`ankusa_ops::access`]); nothing
 //!   is read before the caller is known.
 //! - Store work runs on blocking threads, never on the async workers.
 //! - Jobs run on blocking threads, one chunk at a time; on shutdown they
 //!   stop between chunks and are resumed by the next boot (their records
 //!   say how far they got).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,17 +36,9 @@ use serde::Deserialize;
 use super::clock::SharedClock;
 use super::config::AdminSettings;
 use super::metrics::Metrics;
-use crate::admin::access::{self, Peer, Principal};
-use crate::admin::model::{DaemonInfo, Job, JobsPage, PurgeRequest, ReplayRequest};
-use crate::admin::{jobs, ops, AdminError};
-
-/// The socket's file name inside the store directory.
-pub const SOCKET: &str = "admin.sock";
-
-/// Where a store's admin socket is.
-pub fn socket_path(store: &Path) -> PathBuf {
-    store.join(SOCKET)
-}
+use ankusa_ops::access::{self, Peer, Principal};
+use ankusa_ops::model::{DaemonInfo, Job, JobsPage, PurgeRequest, ReplayRequest};
+use ankusa_ops::{jobs, reads, OpsError};
 
 /// Runs jobs on blocking threads and stops them on shutdown.
 #[derive(Default)]
@@ -112,7 +104,7 @@ pub struct AdminState {
 }
 
 /// Resumes the jobs a previous process left running.
-pub fn resume(state: &AdminState) -> Result<usize, AdminError> {
+pub fn resume(state: &AdminState) -> Result<usize, OpsError> {
     let left = jobs::unfinished(&state.store)?;
     let n = left.len();
     for job in left {
@@ -166,10 +158,10 @@ impl FromRequestParts<Arc<AdminState>> for Caller {
 }
 
 /// An error answer: `{"error": code, "message": text}`.
-pub struct ApiError(AdminError);
+pub struct ApiError(OpsError);
 
-impl From<AdminError> for ApiError {
-    fn from(e: AdminError) -> Self {
+impl From<OpsError> for ApiError {
+    fn from(e: OpsError) -> Self {
         ApiError(e)
     }
 }
@@ -200,17 +192,17 @@ type ApiResult<T> = Result<T, ApiError>;
 
 /// Runs store work off the async threads.
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, AdminError> + Send + 'static,
+    f: impl FnOnce() -> Result<T, OpsError> + Send + 'static,
 ) -> ApiResult<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r.map_err(ApiError),
-        Err(e) => Err(ApiError(AdminError::Internal(format!("task failed: {e}")))),
+        Err(e) => Err(ApiError(OpsError::Internal(format!("task failed: {e}")))),
     }
 }
 
 fn body<T: serde::de::DeserializeOwned>(bytes: &Bytes) -> ApiResult<T> {
     serde_json::from_slice(bytes)
-        .map_err(|e| ApiError(AdminError::BadRequest(format!("bad JSON body: {e}"))))
+        .map_err(|e| ApiError(OpsError::BadRequest(format!("bad JSON body: {e}"))))
 }
 
 /// The admin router.
@@ -228,7 +220,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/v1/admin/audit", get(audit))
         .route("/metrics", get(metrics))
         .fallback(|| async {
-            ApiError(AdminError::NotFound(
+            ApiError(OpsError::NotFound(
                 "no such admin route (see docs/admin-api.md)".into(),
             ))
         })
@@ -254,7 +246,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PageParams {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match Query::<PageQuery>::from_request_parts(parts, state).await {
             Ok(Query(q)) => Ok(PageParams(q)),
-            Err(e) => Err(ApiError(AdminError::BadRequest(e.body_text()))),
+            Err(e) => Err(ApiError(OpsError::BadRequest(e.body_text()))),
         }
     }
 }
@@ -272,7 +264,7 @@ struct PageQuery {
 async fn stats(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiResult<Response> {
     let now = s.clock.now_ms();
     let st = s.clone();
-    let mut out = blocking(move || ops::stats(&st.store, &who, now)).await?;
+    let mut out = blocking(move || reads::stats(&st.store, &who, now)).await?;
     out.daemon = Some(DaemonInfo {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -288,7 +280,7 @@ async fn tenants(
     PageParams(q): PageParams,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
-        ops::tenants_page(
+        reads::tenants_page(
             &s.store,
             &who,
             q.sort.as_deref(),
@@ -306,7 +298,7 @@ async fn tenant(
     UrlPath(tenant): UrlPath<String>,
 ) -> ApiResult<Response> {
     let now = s.clock.now_ms();
-    let t = blocking(move || ops::tenant_detail(&s.store, &who, &tenant, now)).await?;
+    let t = blocking(move || reads::tenant_detail(&s.store, &who, &tenant, now)).await?;
     Ok(Json(t).into_response())
 }
 
@@ -352,7 +344,7 @@ async fn dlq(
     PageParams(q): PageParams,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
-        ops::dlq_page(
+        reads::dlq_page(
             &s.store,
             &who,
             q.tenant.as_deref(),
@@ -370,7 +362,7 @@ async fn dlq_entry(
     Caller(who): Caller,
     UrlPath(hook_id): UrlPath<String>,
 ) -> ApiResult<Response> {
-    let d = blocking(move || ops::dlq_detail(&s.store, &who, &hook_id)).await?;
+    let d = blocking(move || reads::dlq_detail(&s.store, &who, &hook_id)).await?;
     Ok(Json(d).into_response())
 }
 
@@ -379,7 +371,7 @@ async fn jobs_list(
     Caller(who): Caller,
     PageParams(q): PageParams,
 ) -> ApiResult<Response> {
-    let limit = q.limit.unwrap_or(50).clamp(1, ops::MAX_PAGE);
+    let limit = q.limit.unwrap_or(50).clamp(1, reads::MAX_PAGE);
     let list = blocking(move || jobs::list(&s.store, &who, limit)).await?;
     Ok(Json(JobsPage { jobs: list }).into_response())
 }
@@ -391,7 +383,7 @@ async fn job(
 ) -> ApiResult<Response> {
     let id: u64 = id
         .parse()
-        .map_err(|_| ApiError(AdminError::BadRequest(format!("bad job id {id:?}"))))?;
+        .map_err(|_| ApiError(OpsError::BadRequest(format!("bad job id {id:?}"))))?;
     let j = blocking(move || jobs::get(&s.store, &who, id)).await?;
     Ok(Json(j).into_response())
 }
@@ -418,7 +410,7 @@ async fn metrics(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiRe
 pub fn bind_socket(store: &Path) -> std::io::Result<tokio::net::UnixListener> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
-    let path = socket_path(store);
+    let path = ankusa_ops::socket_path(store);
     // sockaddr_un holds 108 bytes with the terminating NUL.
     if path.as_os_str().as_bytes().len() >= 108 {
         return Err(std::io::Error::new(

@@ -22,6 +22,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ankusa_ops::access::AdminToken;
 use axum::http::HeaderName;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -30,7 +31,7 @@ use toml::Spanned;
 /// Longest source id: it is a URL path segment and is stored with every hook.
 pub const MAX_SOURCE_ID: usize = 64;
 /// Sinks per source: a hook owes one delivery row per sink.
-pub const MAX_SINKS: usize = 64;
+pub const MAX_SINKS: usize = ankusa_ops::replay::MAX_SINKS as usize;
 /// Extra headers a source may keep with its hooks.
 pub const MAX_FORWARD_HEADERS: usize = 16;
 const MIB: u64 = 1024 * 1024;
@@ -236,24 +237,6 @@ pub struct AdminTokenConfig {
     pub tenant: Option<String>,
 }
 
-/// A checked admin token: its digest, never the token.
-#[derive(Clone)]
-pub struct AdminToken {
-    pub name: String,
-    pub digest: [u8; 32],
-    pub tenant: Option<String>,
-}
-
-impl fmt::Debug for AdminToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdminToken")
-            .field("name", &self.name)
-            .field("token", &"<redacted>")
-            .field("tenant", &self.tenant)
-            .finish()
-    }
-}
-
 /// The admin API's settings.
 #[derive(Debug, Clone, Default)]
 pub struct AdminSettings {
@@ -304,7 +287,7 @@ fn check_admin(a: AdminSection, text: &str, path: &Path) -> Result<AdminSettings
         }
         tokens.push(AdminToken {
             name: t.name,
-            digest: crate::daemon::signature::digest(tok.as_bytes()),
+            digest: ankusa_ops::access::digest(tok.as_bytes()),
             tenant: t.tenant,
         });
     }
@@ -862,7 +845,7 @@ fn check_source(
                     "source `{id}`: sources.token must be at least 8 printable ASCII characters without spaces"
                 ));
             }
-            Some(crate::daemon::signature::digest(t.as_bytes()))
+            Some(ankusa_ops::access::digest(t.as_bytes()))
         }
     };
     let signing_key = match s.signing_secret {

@@ -658,7 +658,7 @@ impl Dispatcher {
         let now = self.clock.now_ms();
         // From planning (which reads the due rows) to the claim's commit: a
         // purge must not delete a row this tick is about to claim.
-        let rows_guard = super::rowlock::hold();
+        let rows_guard = ankusa_ops::rowlock::hold();
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.

@@ -44,8 +44,6 @@ pub mod dispatch;
 pub mod ingest;
 pub mod metrics;
 pub mod outcome;
-pub mod replay;
-pub mod rowlock;
 pub mod signature;
 pub mod writer;
 
@@ -247,7 +245,7 @@ impl Daemon {
         });
         let admin_socket =
             if settings.admin.socket {
-                let path = admin::socket_path(&settings.store_path);
+                let path = ankusa_ops::socket_path(&settings.store_path);
                 Some(admin::bind_socket(&settings.store_path).wrap_err_with(|| {
                     format!("cannot create the admin socket {}", path.display())
                 })?)
@@ -363,7 +361,7 @@ impl Daemon {
         }
         admin_state.jobs.shutdown().await;
         if settings.admin.socket {
-            let _ = std::fs::remove_file(admin::socket_path(&settings.store_path));
+            let _ = std::fs::remove_file(ankusa_ops::socket_path(&settings.store_path));
         }
         drop(admin_state);
         drop(store);

@@ -15,9 +15,10 @@
 //! - Nothing here allocates in proportion to attacker input beyond the body
 //!   the caller already holds: at most [`MAX_SIGNATURES`] entries are tried.
 
+use ankusa_ops::access::digest;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -123,11 +124,6 @@ pub fn verify(
         }
     }
     Err(SignatureError::Invalid)
-}
-
-/// SHA-256 of a token.
-pub fn digest(token: &[u8]) -> [u8; 32] {
-    Sha256::digest(token).into()
 }
 
 /// Whether a presented token matches a configured digest, in constant time.

@@ -310,9 +310,6 @@ pub struct App {
     pub busy: usize,
     pub last_refresh: Option<u64>,
     pub quit: bool,
-    /// Purge and replay go through the daemon's admin API when following
-    /// one (set when the console has an operator).
-    pub acts_via_daemon: bool,
 }
 
 /// Rows of chrome around a list: header 2, footer 1, block borders 2,
@@ -359,7 +356,6 @@ impl App {
             busy: 0,
             last_refresh: None,
             quit: false,
-            acts_via_daemon: false,
         }
     }
 
@@ -367,11 +363,9 @@ impl App {
         self.stack.last().unwrap_or(&Screen::Overview)
     }
 
-    /// Whether guarded actions are offered: as the store's writer, or
-    /// beside a daemon whose admin API the console can act through.
-    pub fn can_write(&self) -> bool {
-        self.header.mode.can_write()
-            || (self.acts_via_daemon && matches!(self.header.mode, OpenMode::Follow { .. }))
+    /// Whether guarded actions are offered ([`OpenMode::can_act`]).
+    pub fn can_act(&self) -> bool {
+        self.header.mode.can_act()
     }
 
     /// Rows a list screen shows at the current size.
@@ -1164,7 +1158,7 @@ impl App {
             self.status = format!("{d:?} is not a duration (try :replay-since 30m)");
             return Vec::new();
         };
-        if !self.can_write() {
+        if !self.can_act() {
             self.status =
                 "actions need a daemon to act through (FOLLOW), or WRITE mode (--write, no daemon)"
                     .into();
@@ -1205,7 +1199,7 @@ impl App {
     }
 
     fn start_guard(&mut self, action: Action) -> Vec<Effect> {
-        if !self.can_write() {
+        if !self.can_act() {
             self.status =
                 "actions need a daemon to act through (FOLLOW), or WRITE mode (--write, no daemon)"
                     .into();
@@ -1279,7 +1273,7 @@ impl App {
     fn overlay_key(&mut self, top: Overlay, k: KeyEvent) -> Vec<Effect> {
         match top {
             Overlay::Help(scroll) => {
-                let max = keymap::help_lines(self.can_write()).len() as u16;
+                let max = keymap::help_lines(self.can_act()).len() as u16;
                 match keymap::lookup(&k) {
                     _ if matches!(
                         k.code,

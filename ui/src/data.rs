@@ -18,13 +18,17 @@ use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::store::{self as st, Probe};
 use ankusa_store::tenants::{self, Name, TenantInfo};
-use ankusa_store::transitions::{self, PurgeCount, PurgeKinds};
+use ankusa_store::transitions::PurgeKinds;
 use ankusa_store::values::{DeliveryRow, Envelope};
-use ankusa_store::{lock, Batch, Counters, Store, StoreError};
+use ankusa_store::{lock, Counters, Store, StoreError};
 
 use crate::heatmap::{self, HeatSpec};
-use crate::operator::OperatorHandle;
-use crate::preview::{self, Preview};
+use ankusa_ops::access::{Peer, Principal};
+use ankusa_ops::client::{Client, Probe as DaemonProbe};
+use ankusa_ops::model::{JobState, Kinds, ReplayRequest};
+use ankusa_ops::operator::{Action, Operator};
+use ankusa_ops::preview::{self, Preview};
+use ankusa_ops::OpsError;
 
 /// How the console holds the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,11 +54,12 @@ impl OpenMode {
         }
     }
 
-    /// Whether guarded actions can run in this mode on the store itself
-    /// (WRITE). FOLLOW mode acts through the daemon's admin API when the
-    /// console has an [`crate::operator::Operator`]; see `App::can_write`.
-    pub fn can_write(&self) -> bool {
-        matches!(self, OpenMode::Write)
+    /// The one answer to "may this console act?" (purge, replay): as the
+    /// store's writer (WRITE), or through the admin API of the daemon it
+    /// follows (FOLLOW; a console opened `--read-only` never follows).
+    /// Read-only and migration-needed consoles only look.
+    pub fn can_act(&self) -> bool {
+        matches!(self, OpenMode::Write | OpenMode::Follow { .. })
     }
 }
 
@@ -79,12 +84,30 @@ pub enum OpenError {
     Store(#[from] StoreError),
 }
 
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The operator operation refused or failed (ankusa-ops).
+    #[error(transparent)]
+    Ops(#[from] OpsError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Not something this console does in its mode.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// What the operator asked for on the command line.
 #[derive(Debug, Clone, Default)]
 pub struct OpenRequest {
     pub path: PathBuf,
     pub read_only: bool,
     pub write: bool,
+    /// The admin API token for acting through a daemon (`--token`); none:
+    /// the socket's local admin.
+    pub token: Option<String>,
 }
 
 /// A follower's private directory, removed when the console exits. Lives
@@ -132,9 +155,8 @@ pub struct Source {
     /// The store opened as its writer whatever its format, while this
     /// console runs the guided migration (see [`Request::MigrationStep`]).
     migrator: Option<Store>,
-    /// Carries out purge and replay (audited jobs; through the daemon's
-    /// admin API in FOLLOW mode).
-    operator: Option<OperatorHandle>,
+    /// The admin API token used in FOLLOW mode.
+    token: Option<String>,
     // Drop order: the store before the follower's directory.
     store: Option<Store>,
     _secondary: Option<SecondaryDir>,
@@ -176,7 +198,7 @@ impl Source {
             read_only_forced: req.read_only,
             write_requested: req.write,
             migrator: None,
-            operator: None,
+            token: req.token.clone(),
             store: None,
             _secondary: None,
         };
@@ -217,21 +239,6 @@ impl Source {
         self._secondary = Some(dir);
         self.mode = OpenMode::Follow { pid };
         Ok(())
-    }
-
-    /// Hands purge and replay to `op` (the binary's audited jobs).
-    pub fn set_operator(&mut self, op: OperatorHandle) {
-        self.operator = Some(op);
-    }
-
-    /// Whether guarded actions can run: on the store we write, or through
-    /// the daemon we follow when an operator can reach it.
-    pub fn can_act(&self) -> bool {
-        match self.mode {
-            OpenMode::Write => true,
-            OpenMode::Follow { .. } => self.operator.is_some() && !self.read_only_forced,
-            _ => false,
-        }
     }
 
     /// The open store (None when it needs migrating).
@@ -330,10 +337,9 @@ impl Source {
             path: self.path.clone(),
             read_only: self.read_only_forced,
             write: self.write_requested,
+            token: self.token.clone(),
         };
-        let operator = self.operator.take();
         *self = Source::open(&req, now)?;
-        self.operator = operator;
         Ok(Reply::Reopened {
             mode: self.mode.clone(),
             format: self.probe.format,
@@ -393,59 +399,48 @@ impl Source {
         req: &Request,
         now: u64,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<Reply, StoreError> {
-        match req {
-            Request::Refresh => Ok(Reply::Refreshed(self.refresh(now)?)),
-            Request::MigrationStatus => self.migration_status(now),
-            Request::MigrationBackup { out } => self.migration_backup(out),
-            Request::MigrationPlan => self.migration_plan(),
-            Request::MigrationStep => self.migration_step(now),
-            Request::MigrationCheck => self.migration_check(),
-            Request::Reopen => self.reopen(now).map_err(|e| match e {
-                OpenError::Store(e) => e,
-                other => StoreError::Io {
-                    path: self.path.clone(),
-                    source: std::io::Error::other(other.to_string()),
-                },
-            }),
-            Request::Overview => self.overview(now).map(Reply::Overview),
-            Request::Tenants(q) => self.tenants(q).map(Reply::Tenants),
-            Request::Rank { field, limit } => {
-                let rows = tenants::top_by(self.need()?, *field, *limit)?;
-                Ok(Reply::Ranked {
-                    field: *field,
-                    rows,
-                    at: now,
-                })
-            }
+    ) -> Result<Reply, DataError> {
+        Ok(match req {
+            Request::Refresh => Reply::Refreshed(self.refresh(now)?),
+            Request::MigrationStatus => self.migration_status(now)?,
+            Request::MigrationBackup { out } => self.migration_backup(out)?,
+            Request::MigrationPlan => self.migration_plan()?,
+            Request::MigrationStep => self.migration_step(now)?,
+            Request::MigrationCheck => self.migration_check()?,
+            Request::Reopen => self.reopen(now)?,
+            Request::Overview => Reply::Overview(self.overview(now)?),
+            Request::Tenants(q) => Reply::Tenants(self.tenants(q)?),
+            Request::Rank { field, limit } => Reply::Ranked {
+                field: *field,
+                rows: tenants::top_by(self.need()?, *field, *limit)?,
+                at: now,
+            },
             Request::CountersOf(ords) => {
                 let c = queries::counters_many(self.need()?, ords)?;
-                Ok(Reply::CountersOf(ords.iter().copied().zip(c).collect()))
+                Reply::CountersOf(ords.iter().copied().zip(c).collect())
             }
             Request::Tenant {
                 ord,
                 dlq_limit,
                 heat,
-            } => self.tenant(*ord, *dlq_limit, heat, now).map(Reply::Tenant),
+            } => Reply::Tenant(self.tenant(*ord, *dlq_limit, heat, now)?),
             Request::TenantByName { name, .. } => {
                 let s = self.need()?;
-                Ok(Reply::TenantByName(name.clone(), tenants::ord_of(s, name)?))
+                Reply::TenantByName(name.clone(), tenants::ord_of(s, name)?)
             }
             Request::Heatmap { offset, rows, heat } => {
-                self.heatmap(*offset, *rows, heat, now).map(Reply::Heatmap)
+                Reply::Heatmap(self.heatmap(*offset, *rows, heat, now)?)
             }
             Request::Dlq {
                 ord,
                 cursor,
                 limit,
                 order,
-            } => self.dlq(*ord, *cursor, *limit, *order).map(Reply::Dlq),
-            Request::DeadDetail(row) => self
-                .dead_detail(row)
-                .map(|d| Reply::DeadDetail(Box::new(d))),
-            Request::DryRun(scope) => self.dry_run(scope).map(|n| Reply::DryRun(scope.clone(), n)),
-            Request::Execute(scope) => self.run_action(scope, now, progress).map(Reply::Done),
-        }
+            } => Reply::Dlq(self.dlq(*ord, *cursor, *limit, *order)?),
+            Request::DeadDetail(row) => Reply::DeadDetail(Box::new(self.dead_detail(row)?)),
+            Request::DryRun(scope) => Reply::DryRun(scope.clone(), self.dry_run(scope)?),
+            Request::Execute(scope) => Reply::Done(self.run_action(scope, now, progress)?),
+        })
     }
 
     fn overview(&self, now: u64) -> Result<Overview, StoreError> {
@@ -612,235 +607,140 @@ impl Source {
         })
     }
 
-    /// The exact number of rows an action would touch, from point reads
-    /// (the migration's: its plan, a count of the old keys).
-    pub fn dry_run(&self, scope: &ActionScope) -> Result<u64, StoreError> {
+    /// The exact number of rows an action would touch: the migration's
+    /// plan, or the operator's dry run (ankusa-ops, which also writes its
+    /// audit record).
+    pub fn dry_run(&self, scope: &ActionScope) -> Result<u64, DataError> {
         if let ActionScope::Migrate = scope {
             return match self.migration_plan()? {
                 Reply::Plan(p) => Ok(p.rows.iter().sum()),
                 _ => Ok(0),
             };
         }
-        if let Ok(Some(op)) = self.acting_operator() {
-            return op
-                .0
-                .dry_run(self.own_store(), scope)
-                .map_err(|m| self.operator_error(m));
+        let op = self.operator()?;
+        match ask(scope)? {
+            Ask::Purge { tenant, kinds } => counted(op.purge(&tenant, kinds, true)?),
+            Ask::Replay(r) => counted(op.replay(r, true)?),
         }
-        let s = self.need()?;
-        Ok(match scope {
-            ActionScope::Purge { ord, kinds, .. } => {
-                let c = queries::counters(s, *ord)?;
-                let mut n = 0i64;
-                if kinds.pending {
-                    n += c.pending + c.scheduled;
-                }
-                if kinds.dead {
-                    n += c.dead;
-                }
-                n.max(0) as u64
-            }
-            ActionScope::ReplayRows { rows } => {
-                let mut n = 0;
-                for r in rows {
-                    let k = ankusa_store::keys::DeadKey {
-                        at: r.at,
-                        seq: r.seq,
-                        sink: r.sink,
-                    };
-                    if queries::dead_row(s, &k)?.is_some() {
-                        n += 1;
-                    }
-                }
-                n
-            }
-            ActionScope::ReplayTenant { ord, .. } => queries::counters(s, *ord)?.dead.max(0) as u64,
-            ActionScope::ReplayRange { tenant, from, to } => {
-                let mut n = 0u64;
-                range_pages(s, tenant.as_ref().map(|t| t.0), *from, *to, |rows| {
-                    n += rows.len() as u64;
-                    Ok(())
-                })?;
-                n
-            }
-            ActionScope::Migrate => 0,
-        })
     }
 
+    /// Runs a guarded action as the operator's audited job (on the store
+    /// this console writes, or through the daemon it follows) and follows
+    /// it to its end.
     fn run_action(
         &mut self,
         scope: &ActionScope,
         now: u64,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<ActionResult, StoreError> {
+    ) -> Result<ActionResult, DataError> {
         if let ActionScope::Migrate = scope {
             // The migration runs one step per request (MigrationStep) so the
             // screen shows each cursor and the operator can pause.
-            return Err(StoreError::ReadOnly(
-                "as one action: the migration runs step by step",
+            return Err(DataError::Refused(
+                "the migration runs step by step, not as one action".into(),
             ));
         }
-        if let Some(op) = self.acting_operator()? {
-            let own = self.own_store();
-            let mut expected = 0;
-            let touched =
-                op.0.run(own, scope, &mut |done, total| {
-                    expected = total;
-                    progress(Progress { done, total });
-                })
-                .map_err(|m| self.operator_error(m))?;
-            self.fresh_at = now;
-            return Ok(ActionResult {
-                scope: scope.clone(),
-                expected,
-                touched,
-            });
-        }
-        if !self.mode.can_write() {
-            return Err(StoreError::ReadOnly(
-                "without --write, and no daemon admin API to act through",
-            ));
-        }
-        let total = self.dry_run(scope)?;
-        let s = self.need()?;
-        let done = match scope {
-            ActionScope::Purge { ord, kinds, .. } => {
-                let n: PurgeCount = transitions::purge_tenant(s, *ord, *kinds, |c| {
-                    progress(Progress {
-                        done: c.total(),
-                        total,
-                    })
-                })?;
-                n.total()
-            }
-            ActionScope::ReplayRows { rows } => {
-                let mut done = 0;
-                for chunk in rows.chunks(REPLAY_CHUNK) {
-                    done += replay_chunk(s, chunk, now)?;
-                    progress(Progress { done, total });
-                }
-                done
-            }
-            ActionScope::ReplayTenant { ord, .. } => {
-                let mut done = 0u64;
-                // The scope is the rows dead now: stop at the dry-run count.
-                while done < total {
-                    let want = REPLAY_CHUNK.min((total - done) as usize);
-                    let page = queries::dlq_page_for_tenant(s, *ord, None, want)?;
-                    if page.entries.is_empty() {
-                        break;
-                    }
-                    done += replay_chunk(s, &page.entries, now)?;
-                    progress(Progress { done, total });
-                }
-                done
-            }
-            ActionScope::ReplayRange { tenant, from, to } => {
-                let mut done = 0u64;
-                range_pages(s, tenant.as_ref().map(|t| t.0), *from, *to, |rows| {
-                    done += replay_chunk(s, rows, now)?;
-                    progress(Progress { done, total });
-                    Ok(())
-                })?;
-                done
-            }
-            ActionScope::Migrate => 0,
+        let op = self.operator()?;
+        let started = match ask(scope)? {
+            Ask::Purge { tenant, kinds } => op.purge(&tenant, kinds, false)?,
+            Ask::Replay(r) => op.replay(r, false)?,
         };
+        let Action::Started(job) = started else {
+            return Err(DataError::Refused("the action did not start a job".into()));
+        };
+        let expected = job.estimate;
+        let done = op.finish(*job, |j| {
+            progress(Progress {
+                done: j.progress.rows(),
+                total: j.estimate,
+            })
+        })?;
+        if done.state != JobState::Done {
+            return Err(DataError::Refused(format!(
+                "job {} failed: {}",
+                done.id,
+                done.error.unwrap_or_default()
+            )));
+        }
         self.fresh_at = now;
         Ok(ActionResult {
             scope: scope.clone(),
-            expected: total,
-            touched: done,
+            expected,
+            touched: done.progress.rows(),
         })
     }
-}
 
-impl Source {
-    /// The operator to act through, if this mode acts through one; an
-    /// error when actions are impossible here.
-    fn acting_operator(&self) -> Result<Option<&OperatorHandle>, StoreError> {
-        match (&self.operator, &self.mode) {
-            (Some(op), OpenMode::Write) => Ok(Some(op)),
-            (Some(op), OpenMode::Follow { .. }) if !self.read_only_forced => Ok(Some(op)),
-            (_, OpenMode::Write) => Ok(None),
-            _ => Err(StoreError::ReadOnly(
-                "read-only (no daemon to act through, and no --write)",
+    /// Who carries out a guarded action: this console as the store's
+    /// writer (WRITE), or the daemon it follows (FOLLOW), through its admin
+    /// API. Either way the same ankusa-ops code as the command line and
+    /// the admin API runs, with its audit records and its row lock.
+    fn operator(&self) -> Result<Operator<&Store>, DataError> {
+        match self.mode {
+            OpenMode::Write => Ok(Operator::Store {
+                store: self.need()?,
+                who: Principal::local(&Peer::me()),
+            }),
+            OpenMode::Follow { .. } => match Client::probe(&self.path, self.token.clone())? {
+                DaemonProbe::Daemon(c) => Ok(Operator::Daemon(c)),
+                DaemonProbe::NoDaemon => Err(DataError::Refused(format!(
+                    "no daemon answers on {} any more",
+                    ankusa_ops::socket_path(&self.path).display()
+                ))),
+            },
+            _ => Err(DataError::Refused(
+                "the store is read-only here (no daemon to act through, and no --write)".into(),
             )),
         }
     }
-
-    /// Our own store handle when we are its writer; beside a daemon the
-    /// operator goes through the daemon instead.
-    fn own_store(&self) -> Option<&Store> {
-        match self.mode {
-            OpenMode::Write => self.store.as_ref(),
-            _ => None,
-        }
-    }
-
-    fn operator_error(&self, message: String) -> StoreError {
-        StoreError::Io {
-            path: self.path.clone(),
-            source: std::io::Error::other(message),
-        }
-    }
 }
 
-/// Walks the DLQ (one tenant's or the node's) newest first from `to` down
-/// to `from`, a page of [`REPLAY_CHUNK`] rows at a time. Revived rows leave
-/// the DLQ, and the cursor is strictly older than each page's last row, so
-/// it stays valid while `f` replays the page.
-fn range_pages(
-    s: &Store,
-    ord: Option<u32>,
-    from: u64,
-    to: u64,
-    mut f: impl FnMut(&[DeadRow]) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    let mut cursor = Some(queries::DlqCursor {
-        at: to,
-        seq: 0,
-        sink: 0,
-    });
-    loop {
-        let page = match ord {
-            Some(o) => queries::dlq_page_for_tenant(s, o, cursor, REPLAY_CHUNK)?,
-            None => queries::dlq_page(s, cursor, REPLAY_CHUNK)?,
-        };
-        let rows: Vec<DeadRow> = page
-            .entries
-            .iter()
-            .take_while(|r| r.at >= from)
-            .cloned()
-            .collect();
-        let stop = rows.len() < page.entries.len();
-        f(&rows)?;
-        match page.next {
-            Some(next) if !stop => cursor = Some(next),
-            _ => return Ok(()),
-        }
-    }
+/// What an action scope asks the operator for.
+enum Ask {
+    Purge { tenant: String, kinds: Kinds },
+    Replay(ReplayRequest),
 }
 
-fn replay_chunk(s: &Store, rows: &[DeadRow], now: u64) -> Result<u64, StoreError> {
-    let mut b = Batch::new();
-    let mut n = 0;
-    for r in rows {
-        let k = ankusa_store::keys::DeadKey {
-            at: r.at,
-            seq: r.seq,
-            sink: r.sink,
-        };
-        // Only rows still dead: a row replayed twice would be revived twice.
-        let Some(current) = queries::dead_row(s, &k)? else {
-            continue;
-        };
-        let size = queries::delivery(s, r.seq, r.sink)?.map_or(0, |d| d.size);
-        transitions::revive(&mut b, &current, size, now);
-        n += 1;
+fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
+    Ok(match scope {
+        ActionScope::Purge { tenant, kinds, .. } => Ask::Purge {
+            tenant: tenant.clone(),
+            kinds: Kinds {
+                pending: kinds.pending,
+                dead: kinds.dead,
+            },
+        },
+        ActionScope::ReplayRows { rows } => {
+            let mut ids: Vec<String> = rows.iter().map(|r| r.hook_id.clone()).collect();
+            ids.sort();
+            ids.dedup();
+            Ask::Replay(ReplayRequest {
+                ids,
+                ..ReplayRequest::default()
+            })
+        }
+        ActionScope::ReplayTenant { tenant, .. } => Ask::Replay(ReplayRequest {
+            tenant: Some(tenant.clone()),
+            ..ReplayRequest::default()
+        }),
+        ActionScope::ReplayRange { tenant, from, to } => Ask::Replay(ReplayRequest {
+            tenant: tenant.as_ref().map(|t| t.1.clone()),
+            from: Some(*from),
+            to: Some(*to),
+            ..ReplayRequest::default()
+        }),
+        ActionScope::Migrate => {
+            return Err(DataError::Refused(
+                "the migration runs step by step in the console".into(),
+            ))
+        }
+    })
+}
+
+fn counted(a: Action) -> Result<u64, DataError> {
+    match a {
+        Action::Counted(d) => Ok(d.rows),
+        Action::Started(_) => Err(DataError::Refused("the dry run started a job".into())),
     }
-    s.commit(b, true)?;
-    Ok(n)
 }
 
 fn live_name(s: &Store, ord: u32) -> Result<Option<String>, StoreError> {
@@ -864,8 +764,6 @@ pub const ACTIVE_BUDGET: usize = 1024;
 pub fn heat_marker_budget(want: usize) -> usize {
     1024 + want.saturating_mul(16)
 }
-/// Rows per replay commit.
-pub const REPLAY_CHUNK: usize = 500;
 /// Tenants ranked when sorting by a counter.
 pub const RANK_LIMIT: usize = 1000;
 

@@ -92,7 +92,7 @@ impl Scope {
             Scope::Heatmap => "Heatmap",
             Scope::Dlq => "DLQ",
             Scope::Migration => "Migration (guided upgrade; a store no other process holds)",
-            Scope::Write => "Guarded actions (WRITE mode only)",
+            Scope::Write => "Guarded actions (WRITE, or FOLLOW through the daemon)",
         }
     }
 }
@@ -177,7 +177,7 @@ pub fn lookup(ev: &KeyEvent) -> Option<Action> {
 }
 
 /// Help lines, grouped by scope, from [`KEYMAP`].
-pub fn help_lines(write: bool) -> Vec<(Option<&'static str>, String)> {
+pub fn help_lines(can_act: bool) -> Vec<(Option<&'static str>, String)> {
     let mut out = Vec::new();
     for scope in [
         Scope::Everywhere,
@@ -189,7 +189,7 @@ pub fn help_lines(write: bool) -> Vec<(Option<&'static str>, String)> {
         Scope::Write,
     ] {
         out.push((Some(scope.title()), String::new()));
-        if scope == Scope::Write && !write {
+        if scope == Scope::Write && !can_act {
             out.push((
                 None,
                 "  hidden: actions need a running daemon to act through (its".into(),

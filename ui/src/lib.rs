@@ -7,10 +7,8 @@
 //! - [`data`]: opening the store (FOLLOW / READ-ONLY / WRITE) and answering
 //!   the screens' bounded requests on a worker thread.
 //! - [`keymap`]: keys as data; the help overlay is generated from it.
-//! - [`operator`]: who carries out guarded actions (the daemon's admin API,
-//!   or audited jobs on the store the console holds).
-//! - [`heatmap`], [`preview`], [`fmt`]: cell counting, redacted previews,
-//!   formatting.
+//! - [`heatmap`], [`fmt`]: cell counting, formatting (the redacted
+//!   previews are ankusa-ops' [`ankusa_ops::preview`], the API's rule).
 //! - [`term`]: the terminal: raw mode, alternate screen, restore on exit and
 //!   on panic, the event loop.
 //! - [`bench`]: `ankusa bench console`.
@@ -21,8 +19,6 @@ pub mod data;
 pub mod fmt;
 pub mod heatmap;
 pub mod keymap;
-pub mod operator;
-pub mod preview;
 pub mod term;
 pub mod view;
 
@@ -36,9 +32,9 @@ pub struct ConsoleOptions {
     pub read_only: bool,
     pub write: bool,
     pub refresh: Duration,
-    /// Who carries out purge and replay (the binary's audited jobs, through
-    /// the daemon when one runs). `None`: only WRITE mode acts, directly.
-    pub operator: Option<operator::OperatorHandle>,
+    /// The admin API token for acting through a running daemon; none: the
+    /// socket's local admin.
+    pub token: Option<String>,
 }
 
 /// Runs the console until the operator quits. `log` is the tracing

@@ -68,14 +68,11 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
         path: opts.store.clone(),
         read_only: opts.read_only,
         write: opts.write,
+        token: opts.token.clone(),
     };
     // Open before touching the terminal so a bad path is a plain error.
-    let mut src = Source::open(&req, now)
+    let src = Source::open(&req, now)
         .wrap_err_with(|| format!("cannot open the console on {}", opts.store.display()))?;
-    let acts_via_daemon = opts.operator.is_some() && !opts.read_only;
-    if let Some(op) = opts.operator.clone() {
-        src.set_operator(op);
-    }
     if !io::stdout().is_terminal() {
         bail!(
             "stdout is not a terminal: `ankusa console` is interactive (run it over `ssh -t` or in tmux). \
@@ -112,7 +109,6 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
     let refresh_ms = u64::try_from(opts.refresh.as_millis()).unwrap_or(u64::MAX);
     let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height);
     app.notices = notices;
-    app.acts_via_daemon = acts_via_daemon;
     let theme = Theme::from_env();
     let panic_for_test = std::env::var_os("ANKUSA_CONSOLE_TEST_PANIC").is_some();
 

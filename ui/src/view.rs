@@ -14,7 +14,7 @@ use crate::data::{ActionScope, DaemonStatus, OpenMode};
 use crate::fmt::{age, bytes, cut, num, utc};
 use crate::heatmap::{glyph, legend, zoom_label};
 use crate::keymap::{self, Tab};
-use crate::preview::Body;
+use ankusa_ops::preview::Body;
 use ankusa_store::migrate::{Phase, Status};
 
 /// Styles; all plain under `NO_COLOR`.
@@ -186,7 +186,7 @@ fn footer_line(app: &App, theme: &Theme) -> Line<'static> {
         }
         _ => {}
     }
-    if app.can_write() {
+    if app.can_act() {
         match app.screen() {
             Screen::Tenant { .. } => hint.push_str("  P purge  A replay all"),
             Screen::Dlq { ord, .. } => {
@@ -731,7 +731,7 @@ fn dead_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     if *truncated {
                         lines.push(Line::from(format!(
                             "  … cut at {} bytes",
-                            crate::preview::BODY_MAX
+                            ankusa_ops::preview::BODY_MAX
                         )));
                     }
                 }
@@ -743,7 +743,7 @@ fn dead_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     if *truncated {
                         lines.push(Line::from(format!(
                             "  … first {} bytes shown",
-                            crate::preview::HEX_MAX
+                            ankusa_ops::preview::HEX_MAX
                         )));
                     }
                 }
@@ -972,7 +972,7 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 fn help(f: &mut Frame, app: &App, scroll: u16, theme: &Theme, area: Rect) {
-    let lines: Vec<Line> = keymap::help_lines(app.can_write())
+    let lines: Vec<Line> = keymap::help_lines(app.can_act())
         .into_iter()
         .map(|(title, text)| match title {
             Some(t) => Line::from(Span::styled(t, theme.title())),

@@ -230,6 +230,7 @@ fn the_write_mode_header_and_a_store_the_console_never_creates() {
             path: missing.clone(),
             read_only: false,
             write: true,
+            token: None,
         },
         NOW,
     )

@@ -32,6 +32,7 @@ pub fn open(dir: &Path, write: bool) -> Source {
             path: dir.to_path_buf(),
             read_only: false,
             write,
+            token: None,
         },
         NOW,
     )

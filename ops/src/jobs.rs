@@ -15,7 +15,7 @@
 //! - A purge leaves hooks newer than the job (by seq) alone and a replay
 //!   of a tenant takes only rows dead-lettered before the job, so a job
 //!   on a busy tenant ends.
-//! - Chunks hold the daemon's row lock ([`crate::daemon::rowlock`]), so a
+//! - Chunks hold the row lock ([`crate::rowlock`]), so a
 //!   job never races the dispatcher's claim or another job for a row.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,13 +23,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ankusa_store::transitions::{self, PurgeKinds};
 use ankusa_store::{audit, jobs as stored, queries, Batch, HookId, Store};
 
-use super::access::Principal;
-use super::model::{
+use crate::access::Principal;
+use crate::model::{
     AuditPage, AuditRecord, DryRun, Job, JobProgress, JobSpec, JobState, Kinds, PurgeCounts,
     ReplayRequest,
 };
-use super::{AdminError, Result};
-use crate::daemon::replay::{self, Scope};
+use crate::replay::{self, Scope};
+use crate::{OpsError, Result};
 
 /// Jobs looked at when listing or resuming (newest first).
 pub const JOBS_SCANNED: usize = 1000;
@@ -41,15 +41,15 @@ pub const MAX_IDS: usize = 1000;
 /// created at once never get the same id (one process writes a store).
 static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn internal(e: impl std::fmt::Display) -> AdminError {
-    AdminError::Internal(e.to_string())
+fn internal(e: impl std::fmt::Display) -> OpsError {
+    OpsError::Internal(e.to_string())
 }
 
 fn writable(store: &Store) -> Result<()> {
     if matches!(store.mode(), ankusa_store::Mode::Primary) {
         Ok(())
     } else {
-        Err(AdminError::Conflict(
+        Err(OpsError::Conflict(
             "the store is open read-only here: purge and replay need the daemon, or the store opened as its writer".into(),
         ))
     }
@@ -67,14 +67,14 @@ pub fn parse_kinds(list: &[String]) -> Result<Kinds> {
             "dead" => k.dead = true,
             "" => {}
             other => {
-                return Err(AdminError::BadRequest(format!(
+                return Err(OpsError::BadRequest(format!(
                     "unknown kind {other:?}: purge kinds are pending (due rows, first attempts and retries) and dead"
                 )))
             }
         }
     }
     if !k.pending && !k.dead {
-        return Err(AdminError::BadRequest(
+        return Err(OpsError::BadRequest(
             "name the kinds to purge: pending, dead or both".into(),
         ));
     }
@@ -120,19 +120,19 @@ fn resolve_replay(
     let ranged = req.from.is_some() || req.to.is_some();
     if !req.ids.is_empty() {
         if req.tenant.is_some() || ranged {
-            return Err(AdminError::BadRequest(
+            return Err(OpsError::BadRequest(
                 "replay by ids, or by tenant and/or time range, not both".into(),
             ));
         }
         if req.ids.len() > MAX_IDS {
-            return Err(AdminError::BadRequest(format!(
+            return Err(OpsError::BadRequest(format!(
                 "at most {MAX_IDS} hook ids per replay (got {}); replay by tenant or time range instead",
                 req.ids.len()
             )));
         }
         let mut ids = Vec::with_capacity(req.ids.len());
         for s in &req.ids {
-            ids.push(super::ops::parse_hook_id(s)?);
+            ids.push(crate::reads::parse_hook_id(s)?);
         }
         // A hook named twice would be revived twice in one batch and
         // counted out of `dead` twice.
@@ -162,7 +162,7 @@ fn resolve_replay(
         None => None,
     };
     if ord.is_none() && !ranged {
-        return Err(AdminError::BadRequest(
+        return Err(OpsError::BadRequest(
             "name what to replay: ids, a tenant, or a time range (from/to)".into(),
         ));
     }
@@ -172,7 +172,7 @@ fn resolve_replay(
     // tenant end instead of replaying its rows each time they die again.
     let to = req.to.unwrap_or(u64::MAX).min(now.saturating_add(1));
     if to <= from {
-        return Err(AdminError::BadRequest(format!(
+        return Err(OpsError::BadRequest(format!(
             "empty time range: from {from} is not before to {to}"
         )));
     }
@@ -198,6 +198,24 @@ fn resolve_replay(
 fn audit_batch(b: &mut Batch, rec: &AuditRecord) -> Result<()> {
     let bytes = serde_json::to_vec(rec).map_err(internal)?;
     audit::append(b, rec.at, &bytes);
+    Ok(())
+}
+
+/// Audits a maintenance action run directly on a stopped store (`store
+/// repair`, `store quarantine drop`): one record, synced. `outcome` is
+/// `dry_run`, `done` or `failed`; `rows` what it changed (or would).
+pub fn audit_store_action(
+    store: &Store,
+    who: &Principal,
+    action: &str,
+    scope: &str,
+    outcome: &str,
+    rows: u64,
+    at: u64,
+) -> Result<()> {
+    let mut b = Batch::new();
+    audit_batch(&mut b, &record(who, action, scope, outcome, rows, at, None))?;
+    store.commit(b, true)?;
     Ok(())
 }
 
@@ -479,7 +497,7 @@ fn run_purge(
         let mut encode_err = None;
         let mut cursor = job.cursor.unwrap_or_default();
         let (n, done) = {
-            let _rows = crate::daemon::rowlock::hold();
+            let _rows = crate::rowlock::hold();
             let base = job.clone();
             transitions::purge_tenant_chunk(
                 store,
@@ -535,7 +553,7 @@ fn run_replay(
     } else {
         let mut ids = Vec::with_capacity(req.ids.len());
         for s in &req.ids {
-            ids.push(HookId::parse(s).map_err(|e| AdminError::BadRequest(e.to_string()))?);
+            ids.push(HookId::parse(s).map_err(|e| OpsError::BadRequest(e.to_string()))?);
         }
         Scope::Ids {
             ids,
@@ -587,12 +605,12 @@ fn run_replay(
 
 fn decode(id: u64, bytes: &[u8]) -> Result<Job> {
     serde_json::from_slice(bytes)
-        .map_err(|e| AdminError::Internal(format!("job {id}: unreadable record: {e}")))
+        .map_err(|e| OpsError::Internal(format!("job {id}: unreadable record: {e}")))
 }
 
 /// One job, if the caller may see it (its own, or any for an admin).
 pub fn get(store: &Store, who: &Principal, id: u64) -> Result<Job> {
-    let missing = || AdminError::NotFound(format!("no job {id}"));
+    let missing = || OpsError::NotFound(format!("no job {id}"));
     let bytes = stored::get(store, id)?.ok_or_else(missing)?;
     let job = decode(id, &bytes)?;
     if !who.is_admin() && (job.by.name != who.name || job.by.tenant != who.tenant) {
@@ -638,16 +656,16 @@ pub fn audit_page(
     limit: usize,
 ) -> Result<AuditPage> {
     who.require_admin("the audit log")?;
-    if limit == 0 || limit > super::ops::MAX_PAGE {
-        return Err(AdminError::BadRequest(format!(
+    if limit == 0 || limit > crate::reads::MAX_PAGE {
+        return Err(OpsError::BadRequest(format!(
             "limit must be 1 to {}, not {limit}",
-            super::ops::MAX_PAGE
+            crate::reads::MAX_PAGE
         )));
     }
     let before = match cursor {
         Some(c) => Some(
             audit::AuditKey::parse_cursor(c)
-                .ok_or_else(|| AdminError::BadRequest(format!("bad cursor {c:?}")))?,
+                .ok_or_else(|| OpsError::BadRequest(format!("bad cursor {c:?}")))?,
         ),
         None => None,
     };
@@ -658,7 +676,7 @@ pub fn audit_page(
     let mut records = Vec::with_capacity(rows.len());
     for r in rows {
         let mut rec: AuditRecord = serde_json::from_slice(&r.record)
-            .map_err(|e| AdminError::Internal(format!("audit record {}: {e}", r.key.cursor())))?;
+            .map_err(|e| OpsError::Internal(format!("audit record {}: {e}", r.key.cursor())))?;
         rec.id = r.key.cursor();
         records.push(rec);
     }
@@ -679,7 +697,7 @@ mod tests {
         let res = alloc.resolve(&store, ["a"], &mut b).unwrap();
         store.commit(b, true).unwrap();
         alloc.committed(res);
-        let who = Principal::local(&crate::admin::access::Peer::me());
+        let who = Principal::local(&crate::access::Peer::me());
         let kinds = Kinds {
             pending: true,
             dead: true,

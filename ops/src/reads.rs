@@ -11,18 +11,18 @@ use ankusa_store::queries::{self, DlqCursor, DlqOrder};
 use ankusa_store::tenants::{self, Name};
 use ankusa_store::{Field, HookId, Store};
 
-use super::access::Principal;
-use super::model::{
+use crate::access::Principal;
+use crate::model::{
     AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, Stats, TenantDetail, TenantsPage,
 };
-use super::{AdminError, Result};
+use crate::{OpsError, Result};
 
 /// Largest page any listing returns.
 pub const MAX_PAGE: usize = 1000;
 
 fn page_size(limit: usize) -> Result<usize> {
     if limit == 0 || limit > MAX_PAGE {
-        return Err(AdminError::BadRequest(format!(
+        return Err(OpsError::BadRequest(format!(
             "limit must be 1 to {MAX_PAGE}, not {limit}"
         )));
     }
@@ -69,7 +69,7 @@ pub fn tenants_page(
             next: None,
         });
     }
-    let bad_cursor = |c: &str| AdminError::BadRequest(format!("bad cursor {c:?}"));
+    let bad_cursor = |c: &str| OpsError::BadRequest(format!("bad cursor {c:?}"));
     match sort {
         None => {
             let after = match cursor {
@@ -87,7 +87,7 @@ pub fn tenants_page(
         }
         Some(f) => {
             let field = Field::parse(f).ok_or_else(|| {
-                AdminError::BadRequest(format!(
+                OpsError::BadRequest(format!(
                     "unknown counter {f:?}: sort by pending, scheduled, inflight, dead, bytes or archive_pending"
                 ))
             })?;
@@ -152,8 +152,7 @@ pub fn dlq_page(
     let limit = page_size(limit)?;
     let cursor = match cursor {
         Some(c) => Some(
-            DlqCursor::parse(c)
-                .ok_or_else(|| AdminError::BadRequest(format!("bad cursor {c:?}")))?,
+            DlqCursor::parse(c).ok_or_else(|| OpsError::BadRequest(format!("bad cursor {c:?}")))?,
         ),
         None => None,
     };
@@ -193,7 +192,7 @@ fn tenant_name(store: &Store, ord: u32) -> Result<String> {
 /// Parses `hk_` + 16 hex digits.
 pub fn parse_hook_id(s: &str) -> Result<HookId> {
     HookId::parse(s).map_err(|_| {
-        AdminError::BadRequest(format!("{s:?} is not a hook id (hk_ and 16 hex digits)"))
+        OpsError::BadRequest(format!("{s:?} is not a hook id (hk_ and 16 hex digits)"))
     })
 }
 
@@ -201,8 +200,8 @@ pub fn parse_hook_id(s: &str) -> Result<HookId> {
 /// history, and a bounded, redacted preview of the hook.
 pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDetail> {
     let id = parse_hook_id(hook_id)?;
-    let missing = || AdminError::NotFound(format!("no dead hook {hook_id}"));
-    let rows = crate::daemon::replay::dead_rows_of(store, id.0)?;
+    let missing = || OpsError::NotFound(format!("no dead hook {hook_id}"));
+    let rows = crate::replay::dead_rows_of(store, id.0)?;
     let Some(first) = rows.first() else {
         return Err(missing());
     };
@@ -232,13 +231,13 @@ pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDe
         });
     }
     let hook = queries::hook(store, id.0)?.map(|env| {
-        let p = ankusa_ui::preview::build(&env);
+        let p = crate::preview::build(&env);
         let (body_kind, body_preview, body_truncated) = match p.body {
-            ankusa_ui::preview::Body::Empty => ("empty", Vec::new(), false),
-            ankusa_ui::preview::Body::Text { text, truncated } => {
+            crate::preview::Body::Empty => ("empty", Vec::new(), false),
+            crate::preview::Body::Text { text, truncated } => {
                 ("text", text.lines().map(str::to_owned).collect(), truncated)
             }
-            ankusa_ui::preview::Body::Binary { hex, truncated } => ("binary", hex, truncated),
+            crate::preview::Body::Binary { hex, truncated } => ("binary", hex, truncated),
         };
         HookView {
             received_at: env.received_at,

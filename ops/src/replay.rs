@@ -1,9 +1,8 @@
 //! Replay: dead rows back to due (kind 0), by hook id, by tenant, or by
 //! dead-letter time range, with a dry run that only counts.
 //!
-//! A library API: the admin API and `ankusa dlq replay` call it with the
-//! store they hold (the daemon's, or one opened by the CLI with no daemon
-//! running).
+//! Called by the replay jobs ([`crate::jobs`]) on the store they run on
+//! (the daemon's, or one a caller holds with no daemon running).
 //!
 //! Invariants:
 //! - Rows move only through `transitions::revive`, in synced chunks of at
@@ -13,7 +12,7 @@
 //! - Every read is a bounded page of the DLQ (`x` node-wide, `X` per
 //!   tenant) resumed from a cursor, or a point read: a replay's cost is the
 //!   rows it matches plus one page.
-//! - Each chunk holds the row lock ([`super::rowlock`]) from its read to
+//! - Each chunk holds the row lock ([`crate::rowlock`]) from its read to
 //!   its commit: two replays, or a replay and a purge, could otherwise see
 //!   the same dead row and count it out of `dead` twice. The dispatcher
 //!   never touches dead rows.
@@ -25,8 +24,9 @@ use ankusa_store::queries::{self, DlqCursor};
 use ankusa_store::{transitions, Batch, DeadRow, HookId, Store, StoreError};
 use serde::Serialize;
 
-/// Sinks a hook may have (a source has at most this many).
-const MAX_SINKS: u16 = super::config::MAX_SINKS as u16;
+/// Sinks a hook may have: a source has at most this many (the daemon's
+/// config refuses more), so a hook has at most this many delivery rows.
+pub const MAX_SINKS: u16 = 64;
 
 /// Which dead rows to replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn replay_with(
                 if remaining(limit, &out) == 0 {
                     break;
                 }
-                let _rows = super::rowlock::hold();
+                let _rows = crate::rowlock::hold();
                 let mut rows = Vec::new();
                 for id in part {
                     rows.extend(
@@ -173,7 +173,7 @@ fn page_loop(
         if want == 0 {
             return Ok(());
         }
-        let rows_guard = super::rowlock::hold();
+        let rows_guard = crate::rowlock::hold();
         let page = match tenant {
             Some(ord) => queries::dlq_page_for_tenant(store, ord, cursor, want)?,
             None => queries::dlq_page(store, cursor, want)?,

@@ -13,10 +13,35 @@
 use ankusa_store::tenants::{self, Name};
 use ankusa_store::Store;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
-use super::{AdminError, Result};
-use crate::daemon::config::AdminToken;
+use crate::{OpsError, Result};
+
+/// A checked admin token (`[[admin.tokens]]`): its digest, never the token.
+#[derive(Clone)]
+pub struct AdminToken {
+    pub name: String,
+    pub digest: [u8; 32],
+    pub tenant: Option<String>,
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminToken")
+            .field("name", &self.name)
+            .field("token", &"<redacted>")
+            .field("tenant", &self.tenant)
+            .finish()
+    }
+}
+
+/// The SHA-256 digest a token is stored and compared as (admin tokens here,
+/// ingest tokens in the daemon): equal-length values for a constant-time
+/// comparison, and no token kept in memory after the config is read.
+pub fn digest(token: &[u8]) -> [u8; 32] {
+    Sha256::digest(token).into()
+}
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,7 +103,7 @@ impl Principal {
         if self.is_admin() {
             Ok(())
         } else {
-            Err(AdminError::Forbidden(format!(
+            Err(OpsError::Forbidden(format!(
                 "{what} needs an admin token; this token is scoped to one tenant"
             )))
         }
@@ -87,7 +112,7 @@ impl Principal {
     /// The ordinal of `tenant` if it exists, is live and is in scope. Out
     /// of scope and unknown are the same answer.
     pub fn tenant_ord(&self, store: &Store, tenant: &str) -> Result<u32> {
-        let missing = || AdminError::NotFound(format!("no tenant {tenant:?}"));
+        let missing = || OpsError::NotFound(format!("no tenant {tenant:?}"));
         if self.tenant.as_deref().is_some_and(|own| own != tenant) {
             return Err(missing());
         }
@@ -118,7 +143,7 @@ pub fn authenticate(
     let Some(value) = authorization else {
         return match socket_peer {
             Some(peer) if local_admin => Ok(Principal::local(peer)),
-            _ => Err(AdminError::Unauthorized(
+            _ => Err(OpsError::Unauthorized(
                 "missing bearer token (Authorization: Bearer TOKEN)".into(),
             )),
         };
@@ -126,8 +151,8 @@ pub fn authenticate(
     let presented = value
         .strip_prefix(b"Bearer ")
         .or_else(|| value.strip_prefix(b"bearer "))
-        .ok_or_else(|| AdminError::Unauthorized("expected Authorization: Bearer TOKEN".into()))?;
-    let digest = crate::daemon::signature::digest(presented);
+        .ok_or_else(|| OpsError::Unauthorized("expected Authorization: Bearer TOKEN".into()))?;
+    let digest = digest(presented);
     let mut found: Option<&AdminToken> = None;
     let mut any = Choice::from(0);
     for t in tokens {
@@ -143,14 +168,13 @@ pub fn authenticate(
             os_user: socket_peer.map(Peer::label),
             tenant: t.tenant.clone(),
         }),
-        _ => Err(AdminError::Unauthorized("unknown token".into())),
+        _ => Err(OpsError::Unauthorized("unknown token".into())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::signature::digest;
 
     fn tokens() -> Vec<AdminToken> {
         vec![
@@ -182,7 +206,7 @@ mod tests {
             b"admin-token-0123456789",
         ] {
             let e = authenticate(Some(bad), &t, None, true).unwrap_err();
-            assert!(matches!(e, AdminError::Unauthorized(_)), "{bad:?}");
+            assert!(matches!(e, OpsError::Unauthorized(_)), "{bad:?}");
         }
         // No token: refused on TCP; on the socket only when allowed.
         assert!(authenticate(None, &t, None, true).is_err());

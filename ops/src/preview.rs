@@ -1,6 +1,9 @@
-//! A bounded, redacted preview of a hook for the DLQ detail: headers with
-//! secret-looking values replaced, and at most [`BODY_MAX`] bytes of body,
-//! shown as text when it is UTF-8 text and as a hex dump otherwise.
+//! A bounded, redacted preview of a hook: headers with secret-looking values
+//! replaced, and at most [`BODY_MAX`] bytes of body, shown as text when it
+//! is UTF-8 text and as a hex dump otherwise. The one redaction rule: the
+//! admin API's DLQ entry ([`crate::reads::dlq_detail`]) and the console's
+//! DLQ detail both build their view here, so neither can show what the
+//! other hides.
 
 use ankusa_store::values::Envelope;
 

@@ -1,8 +1,8 @@
-//! The command line's side of the admin socket: one HTTP/1.1 request per
+//! The caller's side of the admin socket: one HTTP/1.1 request per
 //! connection over `admin.sock`, JSON in and out.
 //!
 //! Errors keep the daemon's answer: a refusal (`404`, `403`, `400`...)
-//! comes back as the same [`AdminError`] the daemon raised, so the command
+//! comes back as the same [`OpsError`] the daemon raised, so the command
 //! line reports it the same way whether it asked a daemon or read the
 //! store itself.
 
@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::AdminError;
+use crate::OpsError;
 
 /// Longest a single request may take (a purge or replay answers at once
 /// with a job; long work is polled).
@@ -39,12 +39,12 @@ pub enum Probe {
 
 impl Client {
     /// Connects to the daemon of `store`, if one listens.
-    pub fn probe(store: &Path, token: Option<String>) -> Result<Probe, AdminError> {
-        let socket = crate::daemon::admin::socket_path(store);
+    pub fn probe(store: &Path, token: Option<String>) -> Result<Probe, OpsError> {
+        let socket = crate::socket_path(store);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| AdminError::Internal(format!("cannot start a runtime: {e}")))?;
+            .map_err(|e| OpsError::Internal(format!("cannot start a runtime: {e}")))?;
         let tried = rt.block_on(async { tokio::net::UnixStream::connect(&socket).await });
         match tried {
             Ok(_) => Ok(Probe::Daemon(Client { socket, token, rt })),
@@ -60,7 +60,7 @@ impl Client {
             // Anything else (permission denied: the socket is 0600 and
             // belongs to the daemon's user) means a daemon may well run:
             // say so rather than read the store behind its back.
-            Err(e) => Err(AdminError::Forbidden(format!(
+            Err(e) => Err(OpsError::Forbidden(format!(
                 "cannot connect to the daemon's admin socket {}: {e} (run as the daemon's user)",
                 socket.display()
             ))),
@@ -71,7 +71,7 @@ impl Client {
         &self.socket
     }
 
-    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, AdminError> {
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, OpsError> {
         self.call(Method::GET, path, None)
     }
 
@@ -79,9 +79,9 @@ impl Client {
         &self,
         path: &str,
         body: &B,
-    ) -> Result<T, AdminError> {
+    ) -> Result<T, OpsError> {
         let bytes = serde_json::to_vec(body)
-            .map_err(|e| AdminError::Internal(format!("cannot encode the request: {e}")))?;
+            .map_err(|e| OpsError::Internal(format!("cannot encode the request: {e}")))?;
         self.call(Method::POST, path, Some(bytes))
     }
 
@@ -90,20 +90,20 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
-    ) -> Result<T, AdminError> {
+    ) -> Result<T, OpsError> {
         let fut = request(&self.socket, self.token.as_deref(), method, path, body);
         let (status, bytes) = self
             .rt
             .block_on(async { tokio::time::timeout(TIMEOUT, fut).await })
             .map_err(|_| {
-                AdminError::Internal(format!(
+                OpsError::Internal(format!(
                     "the daemon did not answer within {}s",
                     TIMEOUT.as_secs()
                 ))
             })??;
         if (200..300).contains(&status) {
             return serde_json::from_slice(&bytes).map_err(|e| {
-                AdminError::Internal(format!(
+                OpsError::Internal(format!(
                     "the daemon's answer is not what this version expects: {e}"
                 ))
             });
@@ -113,12 +113,12 @@ impl Client {
             .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
             .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
         Err(match status {
-            401 => AdminError::Unauthorized(message),
-            403 => AdminError::Forbidden(message),
-            404 => AdminError::NotFound(message),
-            400 => AdminError::BadRequest(message),
-            409 => AdminError::Conflict(message),
-            s => AdminError::Internal(format!("the daemon answered {s}: {message}")),
+            401 => OpsError::Unauthorized(message),
+            403 => OpsError::Forbidden(message),
+            404 => OpsError::NotFound(message),
+            400 => OpsError::BadRequest(message),
+            409 => OpsError::Conflict(message),
+            s => OpsError::Internal(format!("the daemon answered {s}: {message}")),
         })
     }
 }
@@ -129,9 +129,9 @@ async fn request(
     method: Method,
     path: &str,
     body: Option<Vec<u8>>,
-) -> Result<(u16, Bytes), AdminError> {
+) -> Result<(u16, Bytes), OpsError> {
     let io_err = |what: &str, e: &dyn std::fmt::Display| {
-        AdminError::Internal(format!(
+        OpsError::Internal(format!(
             "{what} the daemon's socket {}: {e}",
             socket.display()
         ))
@@ -153,7 +153,7 @@ async fn request(
     }
     let req = req
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| AdminError::Internal(format!("cannot build the request: {e}")))?;
+        .map_err(|e| OpsError::Internal(format!("cannot build the request: {e}")))?;
     let resp = sender
         .send_request(req)
         .await

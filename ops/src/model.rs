@@ -6,7 +6,7 @@ use ankusa_store::tenants::TenantInfo;
 use ankusa_store::{Counters, DeadRow};
 use serde::{Deserialize, Serialize};
 
-use super::access::Principal;
+use crate::access::Principal;
 
 /// `GET /v1/admin/stats`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ pub struct AttemptView {
     pub error: String,
 }
 
-/// A bounded, redacted view of a hook (the console's preview rules).
+/// A bounded, redacted view of a hook ([`crate::preview`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HookView {
     pub received_at: u64,

@@ -1,0 +1,102 @@
+//! `ankusa-ops`: the operator operations, the one implementation behind the
+//! admin API, the command line and the console.
+//!
+//! Floors: this crate stands on `ankusa-store` only. The daemon serves it
+//! (its admin API), the console and the command line call it; none of them
+//! carries a copy of an operation, so what the console confirms is what the
+//! node does, and a new operation is added here once.
+//!
+//! One implementation behind two transports ([`operator::Operator`]): with a
+//! daemon running, callers ask it over its unix socket ([`client`]) and the
+//! daemon answers from these functions; with none, the caller holds the
+//! store and calls the same functions. Both paths produce the same typed
+//! results ([`model`]) and write the same audit records.
+//!
+//! - [`access`]: who is calling and what they may see (admin or one tenant),
+//!   and the token digests they are checked against.
+//! - [`model`]: the JSON shapes (stable; docs/admin-api.md).
+//! - [`reads`]: bounded reads: stats, tenant pages, DLQ pages and entries.
+//! - [`jobs`]: purge and replay as resumable, audited jobs.
+//! - [`replay`]: dead rows back to due, chunk by chunk.
+//! - [`rowlock`]: the lock every read-then-write of existing rows takes
+//!   (the daemon's dispatcher too).
+//! - [`preview`]: the bounded, redacted view of a hook (the API's and the
+//!   console's).
+//! - [`client`]: HTTP over the admin socket; [`socket_path`] says where it is.
+//! - [`operator`]: the one type callers act through, daemon or store.
+
+pub mod access;
+pub mod client;
+pub mod jobs;
+pub mod model;
+pub mod operator;
+pub mod preview;
+pub mod reads;
+pub mod replay;
+pub mod rowlock;
+
+use std::path::{Path, PathBuf};
+
+use ankusa_store::StoreError;
+
+/// Why an operation was refused or failed. Each maps to one HTTP status and
+/// a stable `error` code.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// No credentials, or credentials that match nothing.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Known caller, operation out of its scope (node-wide reads and the
+    /// audit log for a tenant token).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Unknown, or out of the caller's scope: a tenant token cannot tell
+    /// another tenant from one that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    /// The store cannot take writes (read-only or follower open).
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl OpsError {
+    /// The stable `error` code of the JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OpsError::Unauthorized(_) => "unauthorized",
+            OpsError::Forbidden(_) => "forbidden",
+            OpsError::NotFound(_) => "not_found",
+            OpsError::BadRequest(_) => "bad_request",
+            OpsError::Conflict(_) => "conflict",
+            OpsError::Store(_) => "store_error",
+            OpsError::Internal(_) => "internal",
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            OpsError::Unauthorized(_) => 401,
+            OpsError::Forbidden(_) => 403,
+            OpsError::NotFound(_) => 404,
+            OpsError::BadRequest(_) => 400,
+            OpsError::Conflict(_) => 409,
+            OpsError::Store(_) | OpsError::Internal(_) => 500,
+        }
+    }
+}
+
+pub type Result<T, E = OpsError> = std::result::Result<T, E>;
+
+/// The admin socket's file name inside the store directory.
+pub const SOCKET: &str = "admin.sock";
+
+/// Where a store's admin socket is.
+pub fn socket_path(store: &Path) -> PathBuf {
+    store.join(SOCKET)
+}

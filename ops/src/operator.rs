@@ -1,0 +1,219 @@
+//! The one type every caller acts through: a running daemon (over its
+//! admin socket), or a store this process holds.
+//!
+//! The command line holds the store it opened (`Operator<Box<Store>>`); the
+//! console lends the store it holds in WRITE mode (`Operator<&Store>`).
+//! Either way the store side calls the same functions the daemon serves
+//! ([`crate::reads`], [`crate::jobs`]) and returns the same types, so a
+//! command prints the same thing, and an action writes the same audit
+//! records and changes the same rows, whichever side answers.
+
+use std::ops::Deref;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use ankusa_store::queries::DlqOrder;
+use ankusa_store::Store;
+
+use crate::access::Principal;
+use crate::client::Client;
+use crate::model::{
+    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, PurgeRequest, ReplayRequest, TenantDetail,
+    TenantsPage,
+};
+use crate::{jobs, reads, Result};
+
+/// Where operations go. `S` is how the store is held: owned (`Box<Store>`,
+/// the command line) or lent (`&Store`, the console).
+pub enum Operator<S = Box<Store>> {
+    Daemon(Client),
+    /// A store this process holds: as its writer for purge and replay,
+    /// read-only for reads. `who` is the caller the audit records name.
+    Store {
+        store: S,
+        who: Principal,
+    },
+}
+
+/// Percent-encodes a path segment or query value (tenant ids and cursors
+/// are plain, but nothing typed by a user goes into a URL raw).
+fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// What a destructive call answered.
+pub enum Action {
+    Counted(DryRun),
+    /// Boxed: a job record is several times larger than a dry run.
+    Started(Box<Job>),
+}
+
+impl<S: Deref<Target = Store>> Operator<S> {
+    pub fn tenants_page(
+        &self,
+        sort: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<TenantsPage> {
+        match self {
+            Operator::Daemon(c) => {
+                let mut q = format!("/v1/admin/tenants?limit={limit}");
+                if let Some(s) = sort {
+                    q.push_str(&format!("&sort={}", enc(s)));
+                }
+                if let Some(cur) = cursor {
+                    q.push_str(&format!("&cursor={}", enc(cur)));
+                }
+                c.get(&q)
+            }
+            Operator::Store { store, who } => reads::tenants_page(store, who, sort, cursor, limit),
+        }
+    }
+
+    pub fn tenant(&self, tenant: &str) -> Result<TenantDetail> {
+        match self {
+            Operator::Daemon(c) => c.get(&format!("/v1/admin/tenants/{}", enc(tenant))),
+            Operator::Store { store, who } => {
+                reads::tenant_detail(store, who, tenant, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
+    pub fn dlq(
+        &self,
+        tenant: Option<&str>,
+        order: DlqOrder,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<DlqPage> {
+        match self {
+            Operator::Daemon(c) => {
+                let mut q = format!("/v1/admin/dlq?limit={limit}");
+                if order == DlqOrder::OldestFirst {
+                    q.push_str("&order=oldest_first");
+                }
+                if let Some(t) = tenant {
+                    q.push_str(&format!("&tenant={}", enc(t)));
+                }
+                if let Some(cur) = cursor {
+                    q.push_str(&format!("&cursor={}", enc(cur)));
+                }
+                c.get(&q)
+            }
+            Operator::Store { store, who } => {
+                reads::dlq_page(store, who, tenant, order, cursor, limit)
+            }
+        }
+    }
+
+    pub fn dlq_entry(&self, id: &str) -> Result<DlqDetail> {
+        match self {
+            Operator::Daemon(c) => c.get(&format!("/v1/admin/dlq/{}", enc(id))),
+            Operator::Store { store, who } => reads::dlq_detail(store, who, id),
+        }
+    }
+
+    /// A purge's dry run (`Counted`) or its job, started (`Started`).
+    pub fn purge(&self, tenant: &str, kinds: Kinds, dry_run: bool) -> Result<Action> {
+        let now = ankusa_store::system_now_ms();
+        match self {
+            Operator::Daemon(c) => {
+                let req = PurgeRequest {
+                    kinds: kinds.names(),
+                    dry_run,
+                };
+                let path = format!("/v1/admin/tenants/{}/purge", enc(tenant));
+                if dry_run {
+                    c.post(&path, &req).map(Action::Counted)
+                } else {
+                    c.post(&path, &req).map(|j| Action::Started(Box::new(j)))
+                }
+            }
+            Operator::Store { store, who } => {
+                if dry_run {
+                    jobs::dry_run_purge(store, who, tenant, kinds, now).map(Action::Counted)
+                } else {
+                    jobs::start_purge(store, who, tenant, kinds, now)
+                        .map(|j| Action::Started(Box::new(j)))
+                }
+            }
+        }
+    }
+
+    /// A replay's dry run (`Counted`) or its job, started (`Started`).
+    pub fn replay(&self, mut req: ReplayRequest, dry_run: bool) -> Result<Action> {
+        req.dry_run = dry_run;
+        let now = ankusa_store::system_now_ms();
+        match self {
+            Operator::Daemon(c) => {
+                if dry_run {
+                    c.post("/v1/admin/replay", &req).map(Action::Counted)
+                } else {
+                    c.post("/v1/admin/replay", &req)
+                        .map(|j| Action::Started(Box::new(j)))
+                }
+            }
+            Operator::Store { store, who } => {
+                if dry_run {
+                    jobs::dry_run_replay(store, who, &req, now).map(Action::Counted)
+                } else {
+                    jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
+                }
+            }
+        }
+    }
+
+    /// Runs the job to its end on the store, or follows the daemon running
+    /// it, calling `progress` as it moves.
+    pub fn finish(&self, job: Job, mut progress: impl FnMut(&Job)) -> Result<Job> {
+        match self {
+            Operator::Store { store, .. } => jobs::run(
+                store,
+                job,
+                &ankusa_store::system_now_ms,
+                &AtomicBool::new(false),
+                progress,
+            ),
+            Operator::Daemon(c) => {
+                let mut j = job;
+                while j.state == JobState::Running {
+                    std::thread::sleep(Duration::from_millis(200));
+                    j = c.get(&format!("/v1/admin/jobs/{}", j.id))?;
+                    progress(&j);
+                }
+                Ok(j)
+            }
+        }
+    }
+
+    /// Jobs an interrupted caller left running on a held store, oldest
+    /// first; through a daemon there are none to finish (its boot resumed
+    /// them).
+    pub fn leftovers(&self) -> Result<Vec<Job>> {
+        match self {
+            Operator::Daemon(_) => Ok(Vec::new()),
+            Operator::Store { store, .. } => jobs::unfinished(store),
+        }
+    }
+
+    /// `the daemon at SOCKET` or `the store at DIR (no daemon running)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Operator::Daemon(c) => format!("the daemon at {}", c.socket().display()),
+            Operator::Store { store, .. } => {
+                format!(
+                    "the store at {} (no daemon running)",
+                    store.path().display()
+                )
+            }
+        }
+    }
+}
