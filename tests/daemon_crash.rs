@@ -62,6 +62,59 @@ fn verify(store_path: &std::path::Path, acked: &[Acked]) {
     store_check(store_path);
 }
 
+/// `CLIENTS` clients posting continuously to whichever daemon `base` names
+/// (none while it is down), each hook with its own idempotency key and the
+/// tenant `tenant(worker, n)`; every `202` is recorded in `acked`. A kill
+/// cuts connections: errors and unanswered requests promise nothing.
+fn clients(
+    base: &Arc<RwLock<Option<String>>>,
+    acked: &Arc<Mutex<Vec<Acked>>>,
+    done: &Arc<AtomicBool>,
+    tenant: fn(usize, u64) -> String,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..CLIENTS)
+        .map(|w| {
+            let (base, acked, done) = (base.clone(), acked.clone(), done.clone());
+            tokio::spawn(async move {
+                let c = client();
+                let mut n = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    let url = base.read().unwrap().clone();
+                    let Some(url) = url else {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    };
+                    n += 1;
+                    let tenant = tenant(w, n);
+                    let key = format!("w{w}-n{n}");
+                    let r = c
+                        .post(format!("{url}/v1/sources/crash/hooks"))
+                        .header("x-tenant", &tenant)
+                        .header("idempotency-key", &key)
+                        .header("content-type", "application/json")
+                        .body(format!("{{\"w\":{w},\"n\":{n}}}"))
+                        .send()
+                        .await;
+                    let Ok(r) = r else { continue };
+                    if r.status() != 202 {
+                        continue;
+                    }
+                    let Ok(v) = r.json::<serde_json::Value>().await else {
+                        continue;
+                    };
+                    if let Some(id) = v["id"].as_str() {
+                        acked.lock().unwrap().push(Acked {
+                            id: id.to_owned(),
+                            tenant,
+                            key,
+                        });
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_acknowledged_hook_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -74,48 +127,9 @@ async fn every_acknowledged_hook_survives_sigkill() {
     let base: Arc<RwLock<Option<String>>> = Arc::new(RwLock::new(None));
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for w in 0..CLIENTS {
-        let (base, acked, done) = (base.clone(), acked.clone(), done.clone());
-        workers.push(tokio::spawn(async move {
-            let c = client();
-            let mut n = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let url = base.read().unwrap().clone();
-                let Some(url) = url else {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    continue;
-                };
-                n += 1;
-                let tenant = format!("tenant-{}", (w as u64 * 7 + n) % 23);
-                let key = format!("w{w}-n{n}");
-                let r = c
-                    .post(format!("{url}/v1/sources/crash/hooks"))
-                    .header("x-tenant", &tenant)
-                    .header("idempotency-key", &key)
-                    .header("content-type", "application/json")
-                    .body(format!("{{\"w\":{w},\"n\":{n}}}"))
-                    .send()
-                    .await;
-                // A kill cuts connections: errors and unanswered requests
-                // are expected and promise nothing.
-                let Ok(r) = r else { continue };
-                if r.status() != 202 {
-                    continue;
-                }
-                let Ok(v) = r.json::<serde_json::Value>().await else {
-                    continue;
-                };
-                if let Some(id) = v["id"].as_str() {
-                    acked.lock().unwrap().push(Acked {
-                        id: id.to_owned(),
-                        tenant: tenant.clone(),
-                        key,
-                    });
-                }
-            }
-        }));
-    }
+    let workers = clients(&base, &acked, &done, |w, n| {
+        format!("tenant-{}", (w as u64 * 7 + n) % 23)
+    });
 
     let mut rng = rand::rng();
     let mut per_kill = Vec::new();
@@ -285,49 +299,11 @@ max_attempts = 5
     let base: Arc<RwLock<Option<String>>> = Arc::new(RwLock::new(None));
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for w in 0..CLIENTS {
-        let (base, acked, done) = (base.clone(), acked.clone(), done.clone());
-        workers.push(tokio::spawn(async move {
-            let c = client();
-            let mut n = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let url = base.read().unwrap().clone();
-                let Some(url) = url else {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    continue;
-                };
-                n += 1;
-                let tenant = match n % 10 {
-                    0 => "t-dead".to_owned(),
-                    1 => "t-doomed".to_owned(),
-                    k => format!("t{k}"),
-                };
-                let key = format!("w{w}-n{n}");
-                let r = c
-                    .post(format!("{url}/v1/sources/crash/hooks"))
-                    .header("x-tenant", &tenant)
-                    .header("idempotency-key", &key)
-                    .body("{}")
-                    .send()
-                    .await;
-                let Ok(r) = r else { continue };
-                if r.status() != 202 {
-                    continue;
-                }
-                let Ok(v) = r.json::<serde_json::Value>().await else {
-                    continue;
-                };
-                if let Some(id) = v["id"].as_str() {
-                    acked.lock().unwrap().push(Acked {
-                        id: id.to_owned(),
-                        tenant: tenant.clone(),
-                        key,
-                    });
-                }
-            }
-        }));
-    }
+    let workers = clients(&base, &acked, &done, |_, n| match n % 10 {
+        0 => "t-dead".to_owned(),
+        1 => "t-doomed".to_owned(),
+        k => format!("t{k}"),
+    });
 
     let mut rng = rand::rng();
     for kill in 0..kills {

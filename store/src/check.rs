@@ -13,9 +13,7 @@ use serde::Serialize;
 
 use crate::counters::{decode_value, Counters, Field};
 use crate::error::Result;
-use crate::keys::{
-    self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, DeadKey, InflightKey,
-};
+use crate::keys::{self, bounds, prefix, ActiveKey, DeadByTenantKey, DeadKey, InflightKey};
 use crate::rows::DueRow;
 use crate::schema::Family;
 use crate::store::{Dir, Store};
@@ -198,28 +196,18 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
     // Due rows.
     let (lo, hi) = bounds::family(prefix::DUE);
     let mut n = 0u64;
-    let mut last_second: Option<(u32, u64)> = None;
+    let mut seconds = crate::transitions::SecondMarkers::default();
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         match DueRow::decode(k, v) {
             Ok(r) => {
-                let c = fold.entry(r.ord).or_default();
-                match r.kind {
-                    crate::values::Kind::First => c.pending += 1,
-                    crate::values::Kind::Retry => c.scheduled += 1,
-                }
-                c.bytes += i64::from(r.size);
-                // A tenant's rows come in time order: one read per second.
-                let second = (r.ord, bucket_of(r.at));
-                if last_second != Some(second) {
-                    last_second = Some(second);
-                    if !crate::transitions::marker_exists(store, r.ord, second.1)? {
-                        rep.push(Mismatch::MissingMarker {
-                            ord: r.ord,
-                            at: r.at,
-                            seq: r.seq,
-                            sink: r.sink,
-                        });
-                    }
+                fold.entry(r.ord).or_default().count_due(r.kind, r.size);
+                if seconds.missing(store, &r)?.is_some() {
+                    rep.push(Mismatch::MissingMarker {
+                        ord: r.ord,
+                        at: r.at,
+                        seq: r.seq,
+                        sink: r.sink,
+                    });
                 }
                 pair(&mut rep, "D", Some(r.ord), r.seq, r.sink)?;
             }
@@ -591,11 +579,7 @@ pub fn fold_tenant(store: &Store, ord: u32) -> Result<Counters> {
     let (lo, hi) = bounds::tenant(prefix::DUE, ord);
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         let r = DueRow::decode(k, v)?;
-        match r.kind {
-            crate::values::Kind::First => c.pending += 1,
-            crate::values::Kind::Retry => c.scheduled += 1,
-        }
-        c.bytes += i64::from(r.size);
+        c.count_due(r.kind, r.size);
         Ok(ControlFlow::Continue(()))
     })?;
     let (lo, hi) = bounds::tenant(prefix::INFLIGHT, ord);

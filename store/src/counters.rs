@@ -102,6 +102,16 @@ impl Counters {
         }
     }
 
+    /// Counts one due row of `kind` and `size`, as the transitions count
+    /// it (the fold of `store check` and `store repair`).
+    pub(crate) fn count_due(&mut self, kind: crate::values::Kind, size: u32) {
+        match kind {
+            crate::values::Kind::First => self.pending += 1,
+            crate::values::Kind::Retry => self.scheduled += 1,
+        }
+        self.bytes += i64::from(size);
+    }
+
     /// Rows waiting to be delivered (due now or later).
     pub fn queued(&self) -> i64 {
         self.pending + self.scheduled

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::batch::Batch;
 use crate::counters::{Counters, Field};
 use crate::error::Result;
-use crate::keys::{self, bounds, bucket_of, prefix, DeadKey};
+use crate::keys::{self, bounds, prefix, DeadKey};
 use crate::quarantine::{self, Undecodable};
 use crate::rows::{DueRow, InflightRow};
 use crate::schema::Family;
@@ -111,7 +111,7 @@ pub fn run(
     // marker of every second that has rows (rows of a tenant come in time
     // order, so one marker read per tenant and second).
     let mut fold: BTreeMap<u32, Counters> = BTreeMap::new();
-    let mut last_second: Option<(u32, u64)> = None;
+    let mut seconds = transitions::SecondMarkers::default();
     let (lo, hi) = bounds::family(prefix::DUE);
     let mut n = 0u64;
     let mut bad = Vec::new();
@@ -120,18 +120,9 @@ pub fn run(
         n += 1;
         match DueRow::decode(k, v) {
             Ok(r) => {
-                let c = fold.entry(r.ord).or_default();
-                match r.kind {
-                    crate::values::Kind::First => c.pending += 1,
-                    crate::values::Kind::Retry => c.scheduled += 1,
-                }
-                c.bytes += i64::from(r.size);
-                let second = (r.ord, bucket_of(r.at));
-                if last_second != Some(second) {
-                    last_second = Some(second);
-                    if !transitions::marker_exists(store, second.0, second.1)? {
-                        missing.push(second);
-                    }
+                fold.entry(r.ord).or_default().count_due(r.kind, r.size);
+                if let Some(second) = seconds.missing(store, &r)? {
+                    missing.push((r.ord, second));
                 }
             }
             Err(error) => bad.push(Undecodable {
@@ -315,21 +306,5 @@ fn undo_counted(b: &mut Batch, q: &quarantine::QuarantinedRow) {
 /// Whether a delivery row, an archive obligation or a reclaim marker already
 /// accounts for hook `seq`.
 fn owed_or_cleared(store: &Store, seq: u64) -> Result<bool> {
-    let (dlo, dhi) = bounds::deliveries_of(seq);
-    let mut owed = false;
-    store.scan(Family::Deliveries, &dlo, &dhi, Dir::Forward, |_, _| {
-        owed = true;
-        Ok(ControlFlow::Break(()))
-    })?;
-    if owed {
-        return Ok(true);
-    }
-    for p in [prefix::ARCHIVE, prefix::CLEARED] {
-        let mut k = vec![p];
-        k.extend_from_slice(&seq.to_be_bytes());
-        if store.get(Family::Index, &k)?.is_some() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    Ok(transitions::owed(store, seq)? || transitions::cleared_exists(store, seq)?)
 }

@@ -841,6 +841,34 @@ pub(crate) fn marker_exists(store: &Store, ord: u32, bucket: u64) -> Result<bool
         .is_some())
 }
 
+/// Checks, over due rows read in key order, that each (tenant, second) has
+/// its active marker: one point read per second, not per row (a tenant's
+/// rows come in time order). Shared by `store check` and `store repair`.
+#[derive(Debug, Default)]
+pub(crate) struct SecondMarkers {
+    last: Option<(u32, u64)>,
+}
+
+impl SecondMarkers {
+    /// `Some(second)` when `row` is the first of its tenant's second and
+    /// that second has no marker.
+    pub(crate) fn missing(&mut self, store: &Store, row: &DueRow) -> Result<Option<u64>> {
+        let second = (row.ord, bucket_of(row.at));
+        if self.last == Some(second) {
+            return Ok(None);
+        }
+        self.last = Some(second);
+        Ok((!marker_exists(store, row.ord, second.1)?).then_some(second.1))
+    }
+}
+
+/// Whether hook `seq` has a reclaim marker (`store repair`).
+pub(crate) fn cleared_exists(store: &Store, seq: u64) -> Result<bool> {
+    Ok(store
+        .get(Family::Index, &enc::seq_key(prefix::CLEARED, seq))?
+        .is_some())
+}
+
 /// Whether the `x` key of a dead row exists (`store check`'s pairing).
 pub(crate) fn dead_exists(store: &Store, k: &DeadKey) -> Result<bool> {
     Ok(store.get(Family::Index, &enc::dead(k))?.is_some())
@@ -1005,7 +1033,7 @@ pub(crate) fn reclaim_verify(store: &Store, deleted: &[u64]) -> Result<Vec<u64>>
 }
 
 /// Whether a delivery row or an archive obligation still owes hook `seq`.
-fn owed(store: &Store, seq: u64) -> Result<bool> {
+pub(crate) fn owed(store: &Store, seq: u64) -> Result<bool> {
     let (dlo, dhi) = bounds::deliveries_of(seq);
     let mut owed = false;
     store.scan(Family::Deliveries, &dlo, &dhi, Dir::Forward, |_, _| {
