@@ -6,7 +6,7 @@
 //! leaves a store that checks; every destructive call is audited; /metrics
 //! parses with a Prometheus parser and its queue gauges equal the counters.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

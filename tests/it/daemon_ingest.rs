@@ -2,7 +2,7 @@
 //! real store. Each test posts over HTTP, stops the daemon, and reads the
 //! store read-only to see exactly what was committed.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{Read, Write};

@@ -9,7 +9,7 @@
 //! - `the_demo_refuses_a_directory_that_is_not_a_store` and
 //!   `the_console_demo_needs_a_terminal`: clear errors, exit 2.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 //! Idempotency keys acknowledged before a crash still answer their
 //! original id after it.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

@@ -2,7 +2,7 @@
 //! store, killed with SIGKILL mid-write several times, resumed, checked, and
 //! then served by the daemon.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -16,7 +16,7 @@
 //!   (dry run counts, then revives) on a stopped store; the restarted
 //!   daemon delivers the replayed rows.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

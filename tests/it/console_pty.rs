@@ -6,7 +6,7 @@
 //! adds; and on a format 2 store it runs the guided migration (backup, dry
 //! run, typed confirmation, steps, check) and opens the migrated store.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::Path;

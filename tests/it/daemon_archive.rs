@@ -2,7 +2,7 @@
 //! loopback sink, the archive files read back with flate2, and the store
 //! audited afterwards.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Read as _;

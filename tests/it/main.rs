@@ -1,0 +1,15 @@
+//! End-to-end tests of the `ankusa` binary (daemon, console, store commands
+//! together), as one test binary: each integration-test binary links RocksDB,
+//! and on two cores linking nine of them was most of `make test`'s build.
+//! Each module is one area; `common` holds what they share.
+
+mod common;
+mod admin_api;
+mod cli_migrate;
+mod cli_store;
+mod console_pty;
+mod daemon_archive;
+mod daemon_crash;
+mod daemon_dispatch;
+mod daemon_ingest;
+mod demo;
