@@ -81,6 +81,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             store,
             admin,
             ids,
+            rows,
             tenant,
             since,
             from,
@@ -99,6 +100,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             };
             let req = ReplayRequest {
                 ids,
+                rows,
                 tenant,
                 from,
                 to: until.map(|t| ms(t.into())),

@@ -25,7 +25,7 @@ use ankusa_store::{lock, Counters, Store, StoreError};
 use crate::heatmap::{self, HeatSpec};
 use ankusa_ops::access::{Peer, Principal};
 use ankusa_ops::client::{Client, Probe as DaemonProbe};
-use ankusa_ops::model::{JobState, Kinds, ReplayRequest};
+use ankusa_ops::model::{row_name, JobState, Kinds, ReplayRequest};
 use ankusa_ops::operator::{Action, Operator};
 use ankusa_ops::preview::{self, Preview};
 use ankusa_ops::OpsError;
@@ -709,15 +709,12 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
                 dead: kinds.dead,
             },
         },
-        ActionScope::ReplayRows { rows } => {
-            let mut ids: Vec<String> = rows.iter().map(|r| r.hook_id.clone()).collect();
-            ids.sort();
-            ids.dedup();
-            Ask::Replay(ReplayRequest {
-                ids,
-                ..ReplayRequest::default()
-            })
-        }
+        // Exactly the marked rows, each by hook and sink: a hook's other
+        // dead sinks are not part of the scope the guard showed.
+        ActionScope::ReplayRows { rows } => Ask::Replay(ReplayRequest {
+            rows: rows.iter().map(|r| row_name(&r.hook_id, r.sink)).collect(),
+            ..ReplayRequest::default()
+        }),
         ActionScope::ReplayTenant { tenant, .. } => Ask::Replay(ReplayRequest {
             tenant: Some(tenant.clone()),
             ..ReplayRequest::default()
@@ -997,7 +994,7 @@ impl ActionScope {
                 format!("purge {what} of tenant {tenant}")
             }
             ActionScope::ReplayRows { rows } => {
-                format!("replay {} selected DLQ row(s)", rows.len())
+                format!("replay {} dead row(s), each one hook's sink:", rows.len())
             }
             ActionScope::ReplayTenant { tenant, .. } => {
                 format!("replay every dead row of tenant {tenant}")
