@@ -81,16 +81,22 @@ pub fn parse_kinds(list: &[String]) -> Result<Kinds> {
     Ok(k)
 }
 
-fn kinds_label(k: Kinds) -> &'static str {
-    match (k.pending, k.dead) {
-        (true, true) => "pending+dead",
-        (true, false) => "pending",
-        _ => "dead",
+fn purge_scope(tenant: &str, k: Kinds) -> String {
+    format!("tenant {tenant}, kinds {}", k.label())
+}
+
+/// A job's action and scope, as its audit records name them.
+fn action_scope(job: &Job) -> (&'static str, String) {
+    match &job.spec {
+        JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
+        JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
     }
 }
 
-fn purge_scope(tenant: &str, k: Kinds) -> String {
-    format!("tenant {tenant}, kinds {}", kinds_label(k))
+/// What a job does, in words: `purge tenant acme, kinds pending+dead`.
+pub fn describe(job: &Job) -> String {
+    let (action, scope) = action_scope(job);
+    format!("{action} {scope}")
 }
 
 /// What a purge of `tenant` would remove now: its counters.
@@ -404,10 +410,7 @@ pub fn run(
     job.state = finished;
     let at = now();
     job.finished_at = Some(at);
-    let (action, scope) = match &job.spec {
-        JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
-        JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
-    };
+    let (action, scope) = action_scope(&job);
     let outcome = if finished == JobState::Done {
         "done"
     } else {

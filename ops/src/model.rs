@@ -141,6 +141,47 @@ pub struct Kinds {
 }
 
 impl Kinds {
+    pub const BOTH: Kinds = Kinds {
+        pending: true,
+        dead: true,
+    };
+
+    /// `pending+dead`, `pending` or `dead`: the one label scopes, audit
+    /// records and job descriptions use.
+    pub fn label(&self) -> &'static str {
+        match (self.pending, self.dead) {
+            (true, true) => "pending+dead",
+            (true, false) => "pending",
+            (false, true) => "dead",
+            (false, false) => "nothing",
+        }
+    }
+
+    /// The rows these kinds take, in words (the console's guard).
+    pub fn rows(&self) -> &'static str {
+        match (self.pending, self.dead) {
+            (true, true) => "pending (due and scheduled) and dead rows",
+            (true, false) => "pending (due and scheduled) rows",
+            (false, true) => "dead rows",
+            (false, false) => "nothing",
+        }
+    }
+
+    /// The console's choices in turn: both, pending only, dead only.
+    pub fn next(&self) -> Kinds {
+        match (self.pending, self.dead) {
+            (true, true) => Kinds {
+                pending: true,
+                dead: false,
+            },
+            (true, false) => Kinds {
+                pending: false,
+                dead: true,
+            },
+            _ => Kinds::BOTH,
+        }
+    }
+
     /// The request's form: `["pending", "dead"]`.
     pub fn names(&self) -> Vec<String> {
         [(self.pending, "pending"), (self.dead, "dead")]

@@ -7,8 +7,9 @@ use std::time::SystemTime;
 use color_eyre::eyre::{eyre, Result};
 
 use super::backend;
-use super::{print_json, DlqCommand};
+use super::DlqCommand;
 use crate::output;
+use crate::output::print_json;
 use ankusa_ops::model::{DlqDetail, ReplayRequest};
 use ankusa_ops::operator::Action;
 

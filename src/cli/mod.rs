@@ -459,9 +459,3 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
 }
-
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
-}

@@ -18,7 +18,6 @@ use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::store::{self as st, Probe};
 use ankusa_store::tenants::{self, Name, TenantInfo};
-use ankusa_store::transitions::PurgeKinds;
 use ankusa_store::values::{DeliveryRow, Envelope};
 use ankusa_store::{lock, Counters, Store, StoreError};
 
@@ -704,10 +703,7 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
     Ok(match scope {
         ActionScope::Purge { tenant, kinds, .. } => Ask::Purge {
             tenant: tenant.clone(),
-            kinds: Kinds {
-                pending: kinds.pending,
-                dead: kinds.dead,
-            },
+            kinds: *kinds,
         },
         // Exactly the marked rows, each by hook and sink: a hook's other
         // dead sinks are not part of the scope the guard showed.
@@ -962,7 +958,7 @@ pub enum ActionScope {
     Purge {
         ord: u32,
         tenant: String,
-        kinds: PurgeKinds,
+        kinds: Kinds,
     },
     ReplayRows {
         rows: Vec<DeadRow>,
@@ -985,13 +981,7 @@ impl ActionScope {
     pub fn describe(&self) -> String {
         match self {
             ActionScope::Purge { tenant, kinds, .. } => {
-                let what = match (kinds.pending, kinds.dead) {
-                    (true, true) => "pending (due and scheduled) and dead rows",
-                    (true, false) => "pending (due and scheduled) rows",
-                    (false, true) => "dead rows",
-                    (false, false) => "nothing",
-                };
-                format!("purge {what} of tenant {tenant}")
+                format!("purge {} of tenant {tenant}", kinds.rows())
             }
             ActionScope::ReplayRows { rows } => {
                 format!("replay {} dead row(s), each one hook's sink:", rows.len())
