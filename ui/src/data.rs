@@ -671,7 +671,7 @@ impl Source {
 
     /// Who carries out a guarded action: this console as the store's
     /// writer (WRITE), or the daemon it follows (FOLLOW), through its admin
-    /// API. Either way the same ankusa-ops code as the command line and
+    /// API; the modes [`OpenMode::can_act`] offers actions in. Either way the same ankusa-ops code as the command line and
     /// the admin API runs, with its audit records and its row lock.
     fn operator(&self) -> Result<Operator<&Store>, DataError> {
         match self.mode {
