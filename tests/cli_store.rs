@@ -199,6 +199,54 @@ fn a_tampered_counter_fails_store_check_naming_it() {
     assert_eq!(m.len(), 1, "only the tampered counter differs: {m:?}");
 }
 
+/// The pairing of delivery rows with index rows, which `store check` does
+/// with point reads and per-tenant fingerprints (memory bounded by tenants):
+/// a due row deleted under its delivery row, and a due row copied under a
+/// second key for the same delivery row, are each named.
+#[test]
+fn store_check_names_delivery_rows_without_exactly_one_index_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path(), 5, 400);
+    let (orphan, doubled) = {
+        let db = raw_open(&store);
+        let index = db.cf_handle("index").unwrap();
+        let due: Vec<(Vec<u8>, Vec<u8>)> = db
+            .prefix_iterator_cf(index, b"D")
+            .map(|r| r.unwrap())
+            .take_while(|(k, _)| k[0] == b'D')
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .take(2)
+            .collect();
+        let pair = |k: &[u8]| {
+            (
+                u64::from_be_bytes(k[13..21].try_into().unwrap()),
+                u16::from_be_bytes(k[21..23].try_into().unwrap()),
+            )
+        };
+        db.delete_cf(index, &due[0].0).unwrap();
+        // The same (seq, sink) due a millisecond later: a second index row.
+        let mut again = due[1].0.clone();
+        let at = u64::from_be_bytes(again[5..13].try_into().unwrap()) + 1;
+        again[5..13].copy_from_slice(&at.to_be_bytes());
+        db.put_cf(index, &again, &due[1].1).unwrap();
+        (pair(&due[0].0), pair(&due[1].0))
+    };
+    let o = ankusa(&["store", "check", "--store", &store, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = v["mismatches"].as_array().unwrap();
+    let named = |(seq, sink): (u64, u16), count: u32| {
+        m.iter().any(|m| {
+            m["kind"] == "delivery_index_count"
+                && m["seq"] == seq
+                && m["sink"] == sink
+                && m["count"] == count
+        })
+    };
+    assert!(named(orphan, 0), "{m:?}");
+    assert!(named(doubled, 2), "{m:?}");
+}
+
 #[test]
 fn bad_input_exits_2_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
@@ -233,4 +281,122 @@ fn bad_input_exits_2_with_a_clear_message() {
         dir.path().join("x").to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `store repair` on a store with markers stripped, counters skewed and one
+/// due row that no longer decodes: `store check` fails, the dry run lists
+/// exactly those changes and changes nothing, the repair makes `store check`
+/// pass, and the bad row is in the quarantine, listed and droppable.
+#[test]
+fn repair_makes_a_damaged_store_pass_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path(), 20, 3_000);
+    let (bad_key, stripped) = {
+        let db = raw_open(&store);
+        let index = db.cf_handle("index").unwrap();
+        // Strip five markers.
+        let markers: Vec<Vec<u8>> = db
+            .prefix_iterator_cf(index, b"A")
+            .map(|r| r.unwrap().0.to_vec())
+            .take_while(|k| k[0] == b'A')
+            .take(5)
+            .collect();
+        for k in &markers {
+            db.delete_cf(index, k).unwrap();
+        }
+        // Skew tenant 3's pending counter by +7 (a merge operand).
+        let counters = db.cf_handle("counters").unwrap();
+        let mut ck = 3u32.to_be_bytes().to_vec();
+        ck.push(1);
+        db.merge_cf(counters, &ck, 7i64.to_le_bytes()).unwrap();
+        // A due row whose value no longer decodes.
+        let due = db
+            .prefix_iterator_cf(index, b"D")
+            .map(|r| r.unwrap())
+            .find(|(k, _)| k[0] == b'D')
+            .unwrap();
+        db.put_cf(index, &due.0, [0xFF, 0x01]).unwrap();
+        (due.0.to_vec(), markers.len())
+    };
+    assert_eq!(stripped, 5);
+    assert!(!ankusa(&["store", "check", "--store", &store])
+        .status
+        .success());
+
+    let dry = ankusa(&["store", "repair", "--store", &store, "--dry-run", "--json"]);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(plan["quarantined"], 1, "{plan}");
+    assert!(plan["markers"].as_u64().unwrap() >= 1, "{plan}");
+    let fixes = plan["counter_list"].as_array().unwrap();
+    assert!(
+        fixes
+            .iter()
+            .any(|c| c["ord"] == 3 && c["field"] == "pending"),
+        "{plan}"
+    );
+    assert!(
+        !ankusa(&["store", "check", "--store", &store])
+            .status
+            .success(),
+        "a dry run changes nothing"
+    );
+
+    let done = ankusa(&["store", "repair", "--store", &store, "--json"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(rep["markers"], plan["markers"]);
+    assert_eq!(rep["counters"], plan["counters"]);
+    let check = ankusa(&["store", "check", "--store", &store]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let again = ankusa(&["store", "repair", "--store", &store, "--dry-run", "--json"]);
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        again["quarantined"], 0,
+        "a second repair finds nothing: {again}"
+    );
+    assert_eq!(again["markers"], 0, "{again}");
+    assert_eq!(again["counters"], 0, "{again}");
+
+    let list = ankusa(&["store", "quarantine", "list", "--store", &store, "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list["total"], 1);
+    let hex: String = bad_key.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(list["rows"][0]["key"], hex.as_str());
+    let info = ankusa(&["store", "info", "--store", &store, "--json"]);
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["quarantined"], 1);
+
+    let drop = ankusa(&[
+        "store",
+        "quarantine",
+        "drop",
+        "--store",
+        &store,
+        &hex,
+        "--yes",
+    ]);
+    assert!(
+        drop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drop.stderr)
+    );
+    let list = ankusa(&["store", "quarantine", "list", "--store", &store, "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list["total"], 0);
+    assert!(ankusa(&["store", "check", "--store", &store])
+        .status
+        .success());
 }

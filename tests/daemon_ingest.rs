@@ -111,7 +111,8 @@ async fn accepted_hooks_become_due_rows_under_their_tenant_with_counters_to_matc
     let body_bytes: i64 = shop.iter().map(|(_, b)| b.len() as i64).sum();
     assert_eq!(acme.get(Field::Pending), 10, "5 hooks x 2 sinks");
     assert_eq!(acme.get(Field::Bytes), 2 * body_bytes);
-    let rows = queries::due_for_tenant(&s, 1, far_future(), 0, 1000, u64::MAX).unwrap();
+    let rows =
+        queries::due_for_tenant(&s, 1, far_future(), 0, 1000, u64::MAX, &mut Vec::new()).unwrap();
     assert_eq!(rows.len(), 10);
     let mut pairs: HashSet<(u64, u16)> = HashSet::new();
     for r in &rows {

@@ -202,6 +202,24 @@ fn audit_batch(b: &mut Batch, rec: &AuditRecord) -> Result<()> {
     Ok(())
 }
 
+/// Audits a maintenance action run directly on a stopped store (`store
+/// repair`, `store quarantine drop`): one record, synced. `outcome` is
+/// `dry_run`, `done` or `failed`; `rows` what it changed (or would).
+pub fn audit_store_action(
+    store: &Store,
+    who: &Principal,
+    action: &str,
+    scope: &str,
+    outcome: &str,
+    rows: u64,
+    at: u64,
+) -> Result<()> {
+    let mut b = Batch::new();
+    audit_batch(&mut b, &record(who, action, scope, outcome, rows, at, None))?;
+    store.commit(b, true)?;
+    Ok(())
+}
+
 fn put_job(b: &mut Batch, job: &Job) -> Result<()> {
     let bytes = serde_json::to_vec(job).map_err(internal)?;
     stored::put(b, job.id, &bytes);

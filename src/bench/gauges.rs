@@ -203,7 +203,7 @@ pub(crate) fn build(store: &Store, rows: u64, tenants: u32, now: u64, rng: &mut 
         by.entry(o).or_default().push(b);
     }
     for (o, bs) in by {
-        transitions::cleanup_markers(store, o, &bs, now)?;
+        transitions::cleanup_markers(store, o, &bs, 0, now)?;
     }
     // The cleanup just left one tombstone per inactive tenant in the active
     // index; a store that has been running has compacted such tombstones

@@ -161,6 +161,22 @@ pub enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// On a stopped store: quarantine due rows that do not decode, put back
+    /// missing markers, bring every counter to the fold, give hooks nothing
+    /// owes a reclaim marker. Afterwards `store check` passes.
+    Repair {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Print exactly what it would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rows moved aside because they did not decode.
+    #[command(subcommand)]
+    Quarantine(QuarantineCommand),
     /// Write a consistent copy of a store no daemon holds (a RocksDB checkpoint).
     Backup {
         #[command(flatten)]
@@ -168,6 +184,39 @@ pub enum StoreCommand {
         /// Directory to create for the copy.
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuarantineCommand {
+    /// List quarantined rows (key, tenant ordinal, when, why), oldest key first.
+    List {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Rows to print at most.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop quarantined rows for good, with their delivery rows (stopped
+    /// store only; audited).
+    Drop {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Keys (hex, as `list` prints them) to drop.
+        #[arg(value_name = "KEY", required_unless_present = "all")]
+        keys: Vec<String>,
+        /// Drop every quarantined row.
+        #[arg(long, conflicts_with = "keys")]
+        all: bool,
+        /// Say what would be dropped, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation (for scripts).
+        #[arg(long)]
+        yes: bool,
     },
 }
 

@@ -1,4 +1,4 @@
-//! `ankusa store info|check|fixture`.
+//! `ankusa store info|check|fixture|repair|quarantine|backup`.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -7,7 +7,7 @@ use std::time::Instant;
 use ankusa_store::{check, fixture, info, Store};
 use color_eyre::eyre::{bail, Result, WrapErr};
 
-use super::StoreCommand;
+use super::{QuarantineCommand, StoreCommand};
 use crate::output::{self, print_json};
 
 pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
@@ -55,6 +55,12 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
             no_check,
             json,
         } => super::migrate_cmd::run(&store.store, dry_run, backup, yes, no_check, json),
+        StoreCommand::Repair {
+            store,
+            dry_run,
+            json,
+        } => repair(&store.store, dry_run, json),
+        StoreCommand::Quarantine(q) => quarantine(q),
         StoreCommand::Backup { store, out } => {
             if let Some(pid) = ankusa_store::lock::holder(&store.store)? {
                 bail!(
@@ -192,6 +198,12 @@ fn print_info(i: &info::StoreInfo, took: std::time::Duration) {
         ),
         _ => println!("oldest due   none"),
     }
+    if i.quarantined != 0 {
+        println!(
+            "quarantined  {} rows that do not decode (ankusa store quarantine list)",
+            i.quarantined
+        );
+    }
     println!("keys (approx)");
     for (f, k) in &i.approx_keys {
         println!("  {f:<12} {k}");
@@ -204,6 +216,12 @@ fn print_check(r: &check::CheckReport) {
         "checked {} due, {} inflight, {} dead, {} delivery rows, {} markers, {} tenants",
         r.due_rows, r.inflight_rows, r.dead_rows, r.delivery_rows, r.markers, r.tenants
     );
+    if r.quarantined > 0 {
+        println!(
+            "{} rows in the quarantine (ankusa store quarantine list)",
+            r.quarantined
+        );
+    }
     if r.ok() {
         println!(
             "OK: counters equal the fold, every due row has its marker, ordinals are consistent"
@@ -222,5 +240,197 @@ fn print_check(r: &check::CheckReport) {
     }
     if r.more_mismatches > 0 {
         println!("  ... and {} more", r.more_mismatches);
+    }
+}
+
+/// Opens a stopped store as its writer, or says why not.
+fn open_stopped(path: &std::path::Path) -> Result<Store> {
+    if let Some(pid) = ankusa_store::lock::holder(path)? {
+        bail!(
+            "a daemon (pid {pid}) holds {}; stop it first (this works on a stopped store)",
+            path.display()
+        );
+    }
+    Ok(Store::open(path)?)
+}
+
+/// Writes one audit record for a command run directly on the store.
+fn audit(s: &Store, action: &str, scope: &str, outcome: &str, rows: u64) -> Result<()> {
+    use ankusa_ops::access::{Peer, Principal};
+    ankusa_ops::jobs::audit_store_action(
+        s,
+        &Principal::local(&Peer::me()),
+        action,
+        scope,
+        outcome,
+        rows,
+        ankusa_store::system_now_ms(),
+    )?;
+    Ok(())
+}
+
+fn repair(path: &std::path::Path, dry_run: bool, json: bool) -> Result<ExitCode> {
+    use ankusa_store::repair;
+    let s = open_stopped(path)?;
+    let tty = std::io::stderr().is_terminal() && !json;
+    let rep = repair::run(&s, dry_run, ankusa_store::system_now_ms(), |phase, n| {
+        if tty {
+            eprint!("\r\x1b[Krepairing: {phase} ({n} rows)");
+            let _ = std::io::stderr().flush();
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    audit(
+        &s,
+        "repair",
+        "store",
+        if dry_run { "dry_run" } else { "done" },
+        rep.changes(),
+    )?;
+    if json {
+        print_json(&rep)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if dry_run { "would" } else { "did" };
+    println!(
+        "{}: {} rows quarantined, {} markers put back, {} counters set to the fold, {} hooks made reclaimable",
+        if dry_run {
+            "dry run, nothing changed; a repair would make"
+        } else {
+            "repaired"
+        },
+        rep.quarantined,
+        rep.markers,
+        rep.counters,
+        rep.reclaimable
+    );
+    for q in &rep.quarantined_rows {
+        println!("  {verb} quarantine {}: {}", q.key, q.reason);
+    }
+    for (ord, second) in &rep.marker_list {
+        println!("  {verb} put the marker of tenant ordinal {ord} at second {second}");
+    }
+    for c in &rep.counter_list {
+        println!(
+            "  {verb} set ordinal {} {} from {} to {}",
+            c.ord, c.field, c.stored, c.folded
+        );
+    }
+    let listed = |n: u64, shown: usize| {
+        if n > shown as u64 {
+            println!("  ... and {} more", n - shown as u64);
+        }
+    };
+    listed(rep.quarantined, rep.quarantined_rows.len());
+    listed(rep.markers, rep.marker_list.len());
+    listed(rep.counters, rep.counter_list.len());
+    for u in &rep.unrepaired {
+        println!("  cannot repair {}: {}", u.key, u.reason);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn quarantine(cmd: QuarantineCommand) -> Result<ExitCode> {
+    use ankusa_store::quarantine as q;
+    match cmd {
+        QuarantineCommand::List { store, limit, json } => {
+            let s = Store::open_read_only(&store.store)?;
+            let total = q::count(&s)?;
+            let (rows, next) = q::page(&s, None, limit)?;
+            if json {
+                #[derive(serde::Serialize)]
+                struct Listing<'a> {
+                    total: i64,
+                    rows: &'a [q::QuarantinedRow],
+                    more: bool,
+                }
+                print_json(&Listing {
+                    total,
+                    rows: &rows,
+                    more: next.is_some(),
+                })?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{total} quarantined rows");
+            let table: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        q::to_hex(&r.key),
+                        r.ord.to_string(),
+                        r.at.to_string(),
+                        r.reason.clone(),
+                    ]
+                })
+                .collect();
+            if !table.is_empty() {
+                print!(
+                    "{}",
+                    output::table(&["KEY", "ORD", "AT_MS", "REASON"], &table)
+                );
+            }
+            if next.is_some() {
+                println!("(more: raise --limit)");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        QuarantineCommand::Drop {
+            store,
+            keys,
+            all,
+            dry_run,
+            yes,
+        } => {
+            let s = open_stopped(&store.store)?;
+            let mut rows = Vec::new();
+            if all {
+                let mut after: Option<Vec<u8>> = None;
+                loop {
+                    let (page, next) = q::page(&s, after.as_deref(), 1000)?;
+                    rows.extend(page);
+                    match next {
+                        Some(n) => after = Some(n),
+                        None => break,
+                    }
+                }
+            } else {
+                for k in &keys {
+                    let key = q::from_hex(k)
+                        .ok_or_else(|| color_eyre::eyre::eyre!("{k:?} is not a hex key"))?;
+                    match q::get(&s, &key)? {
+                        Some(r) => rows.push(r),
+                        None => bail!("no quarantined row with key {k}"),
+                    }
+                }
+            }
+            let scope = if all {
+                "every quarantined row".to_owned()
+            } else {
+                format!("{} quarantined row(s)", rows.len())
+            };
+            if dry_run {
+                audit(&s, "quarantine_drop", &scope, "dry_run", rows.len() as u64)?;
+                println!("dry run: would drop {} quarantined row(s)", rows.len());
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !yes {
+                super::backend::confirm(
+                    &format!("Drop {scope} for good? Type \"drop\" to confirm: "),
+                    "drop",
+                )?;
+            }
+            for chunk in rows.chunks(500) {
+                let mut b = ankusa_store::Batch::new();
+                for r in chunk {
+                    ankusa_store::transitions::drop_quarantined(&mut b, r);
+                }
+                s.commit(b, true)?;
+            }
+            audit(&s, "quarantine_drop", &scope, "done", rows.len() as u64)?;
+            println!("dropped {} quarantined row(s)", rows.len());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_fairness::{Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_store::quarantine::Undecodable;
 use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, Kind, Store, StoreError};
 use tokio::sync::{watch, Notify};
 
@@ -108,6 +109,13 @@ pub struct DispatchMetrics {
     pub inflight: AtomicI64,
     pub markers_deleted: AtomicU64,
     pub markers_restored: AtomicU64,
+    /// Due rows quarantined because they did not decode.
+    pub quarantined: AtomicU64,
+    /// Missing first-row markers put back by the cleanup.
+    pub markers_healed: AtomicU64,
+    /// Marker cleanups that failed after their tick's claim (the claimed
+    /// rows are delivered all the same; the tenant is visited again).
+    pub cleanup_errors: AtomicU64,
     pub reclaimed: AtomicU64,
 }
 
@@ -115,7 +123,7 @@ impl DispatchMetrics {
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 12] = [
+        let counters: [(&str, &str, u64); 15] = [
             (
                 "ankusa_dispatch_ticks_total",
                 "Dispatch ticks run.",
@@ -170,6 +178,21 @@ impl DispatchMetrics {
                 "ankusa_dispatch_markers_restored_total",
                 "Markers put back by the verify step.",
                 r(&self.markers_restored),
+            ),
+            (
+                "ankusa_dispatch_quarantined_total",
+                "Due rows moved to the quarantine because they did not decode.",
+                r(&self.quarantined),
+            ),
+            (
+                "ankusa_dispatch_markers_healed_total",
+                "Missing markers of a tenant's first due row put back by the cleanup.",
+                r(&self.markers_healed),
+            ),
+            (
+                "ankusa_dispatch_cleanup_errors_total",
+                "Marker cleanups that failed after a claim (claimed rows are still delivered).",
+                r(&self.cleanup_errors),
             ),
             (
                 "ankusa_reclaimed_hooks_total",
@@ -263,7 +286,20 @@ impl Inflight {
 pub struct TickPlan {
     pub visited: usize,
     pub claims: Vec<Vec<DueRow>>,
-    pub markers: Vec<(u32, Vec<u64>)>,
+    pub markers: Vec<Visit>,
+    /// Due rows met that do not decode: the claim quarantines them.
+    pub bad: Vec<Undecodable>,
+}
+
+/// One visited tenant, as its marker cleanup needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visit {
+    pub ord: u32,
+    /// The start (ms) of the second the set knew the tenant by: nothing of
+    /// its is due before it, so the cleanup's search starts there.
+    pub floor: u64,
+    /// Marker seconds seen since the last visit (cleanup candidates).
+    pub seconds: Vec<u64>,
 }
 
 impl TickPlan {
@@ -359,6 +395,17 @@ impl ActiveSet {
             .map(|s| s.into_iter().collect())
             .unwrap_or_default()
     }
+
+    /// Brings a tenant back for the next tick from `bucket` at the latest:
+    /// its cleanup failed, possibly between deleting markers and verifying
+    /// them, so the set must not forget it (the next cleanup puts back the
+    /// marker of its first due row).
+    fn revisit(&mut self, ord: u32, bucket: u64) {
+        let e = self.oldest.entry(ord).or_insert(bucket);
+        if bucket < *e {
+            *e = bucket;
+        }
+    }
 }
 
 /// The read side of a tick: active tenants, their head rows, the
@@ -374,7 +421,8 @@ pub fn plan_tick(
 ) -> Result<TickPlan, StoreError> {
     set.refresh(store, now)?;
     let active = set.pick(s.scan_tenants);
-    let mut by_tenant: HashMap<u32, Vec<u64>> = HashMap::with_capacity(active.len());
+    let mut visits: Vec<Visit> = Vec::with_capacity(active.len());
+    let mut bad = Vec::new();
     let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(active.len());
     let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
     for a in &active {
@@ -391,6 +439,7 @@ pub fn plan_tick(
             floor,
             s.scan_rows.min(room),
             s.tick_bytes,
+            &mut bad,
         )?;
         // With room and nothing returned, nothing is due now: the tenant
         // leaves the set until a marker brings it back. A tenant at its cap
@@ -405,7 +454,11 @@ pub fn plan_tick(
             // Cleanup still looks at the second the set knew it by.
             markers.push(a.bucket);
         }
-        by_tenant.insert(a.ord, markers);
+        visits.push(Visit {
+            ord: a.ord,
+            floor,
+            seconds: markers,
+        });
         heads.push(
             rows.iter()
                 .map(|r| HeadRow {
@@ -450,7 +503,8 @@ pub fn plan_tick(
     Ok(TickPlan {
         visited: active.len(),
         claims,
-        markers: by_tenant.into_iter().collect(),
+        markers: visits,
+        bad,
     })
 }
 
@@ -624,7 +678,7 @@ impl Dispatcher {
             )?
         };
         let mut out = Vec::with_capacity(plan.rows());
-        if plan.rows() > 0 {
+        if plan.rows() > 0 || !plan.bad.is_empty() {
             let mut b = Batch::new();
             let mut claimed = Vec::with_capacity(plan.rows());
             for rows in &plan.claims {
@@ -632,7 +686,26 @@ impl Dispatcher {
                     claimed.push(transitions::claim(&mut b, r));
                 }
             }
+            // Under the same row lock and in the same commit as the claim.
+            for u in &plan.bad {
+                let size = ankusa_store::quarantine::delivery_of(&u.key)
+                    .and_then(|(seq, sink)| {
+                        queries::delivery(&self.store, seq, sink).ok().flatten()
+                    })
+                    .map(|d| d.size);
+                let q = transitions::quarantine_due(&mut b, u, size, now);
+                tracing::error!(
+                    key = %ankusa_store::quarantine::to_hex(&q.key),
+                    ord = q.ord,
+                    reason = %q.reason,
+                    "quarantined a due row that does not decode"
+                );
+            }
             self.store.commit(b, false)?;
+            self.metrics
+                .dispatch
+                .quarantined
+                .fetch_add(plan.bad.len() as u64, Ordering::Relaxed);
             for r in claimed {
                 self.inflight.add(r.ord, 1);
                 self.metrics
@@ -643,14 +716,34 @@ impl Dispatcher {
             }
         }
         drop(rows_guard);
-        // After the claim, so the seconds just emptied are cleaned now.
-        for (ord, buckets) in &plan.markers {
-            let c = transitions::cleanup_markers(&self.store, *ord, buckets, now)?;
-            let m = &self.metrics.dispatch;
-            m.markers_deleted
-                .fetch_add(c.deleted.len() as u64, Ordering::Relaxed);
-            m.markers_restored
-                .fetch_add(c.restored.len() as u64, Ordering::Relaxed);
+        // After the claim, so the seconds just emptied are cleaned now. A
+        // failed cleanup must not cost the rows this tick already claimed
+        // (they are counted inflight and only a delivery brings the count
+        // down), so it is logged and the tenant is visited again.
+        let m = &self.metrics.dispatch;
+        for v in &plan.markers {
+            match transitions::cleanup_markers(&self.store, v.ord, &v.seconds, v.floor, now) {
+                Ok(c) => {
+                    m.markers_deleted
+                        .fetch_add(c.deleted.len() as u64, Ordering::Relaxed);
+                    m.markers_restored
+                        .fetch_add(c.restored.len() as u64, Ordering::Relaxed);
+                    if let Some(b) = c.healed {
+                        m.markers_healed.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(ord = v.ord, second = b, "put back a missing marker");
+                    }
+                }
+                Err(e) => {
+                    m.cleanup_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(ord = v.ord, error = %e, "marker cleanup failed; the tenant is visited again");
+                    let back = v.seconds.iter().copied().fold(v.floor / 1000, u64::min);
+                    let mut state = self
+                        .sched
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    state.1.revisit(v.ord, back);
+                }
+            }
         }
         Ok((plan.visited, out))
     }
@@ -768,5 +861,50 @@ mod tests {
         // A visit that found rows moves the tenant to its first row's second.
         set.visited(1, Some(now / 1000 - 10));
         assert_eq!(ords(&set), vec![4, 1, 3]);
+    }
+
+    /// A marker cleanup that fails after the tick's claim: the claimed row
+    /// is still handed out for delivery and counted inflight (it used to be
+    /// dropped, left inflight until a restart with the count never coming
+    /// down), and the tenant stays in the set for the next tick.
+    #[test]
+    fn a_failed_cleanup_keeps_the_rows_its_tick_claimed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::create_or_open(&dir.path().join("s")).unwrap());
+        let settings = super::super::config::Settings::parse(
+            "[store]\npath = \"s\"\n[[sources]]\nid = \"s\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n",
+            std::path::Path::new("ankusa.toml"),
+            dir.path(),
+        )
+        .unwrap();
+        let now = 1_800_000_000_000;
+        due_at(&store, 1, 7, now - 5_000);
+        // Tenant 8: a stale marker (its row at now - 3 s already claimed)
+        // and a retry due in a minute: its visit finds nothing due now.
+        due_at(&store, 2, 8, now - 3_000);
+        due_at(&store, 3, 8, now + 60_000);
+        let mut b = Batch::new();
+        let head = ankusa_store::queries::first_due(&store, 8)
+            .unwrap()
+            .unwrap();
+        transitions::claim(&mut b, &head);
+        store.commit(b, false).unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let clock = crate::daemon::clock::FakeClock::at(now);
+        let d = Dispatcher::new(store.clone(), clock, &settings, metrics.clone()).unwrap();
+        store.arm_fault(
+            "cleanup.before_delete",
+            Some(ankusa_store::faults::Action::Error),
+        );
+        let (_, rows) = d.claim().unwrap();
+        assert_eq!(rows.len(), 1, "the claimed row is delivered");
+        assert_eq!(d.inflight.total(), 1);
+        assert_eq!(metrics.dispatch.cleanup_errors.load(Ordering::Relaxed), 2);
+        let state = d.sched.lock().unwrap();
+        assert_eq!(
+            ords(&state.1),
+            vec![7, 8],
+            "a tenant whose cleanup failed is visited again"
+        );
     }
 }

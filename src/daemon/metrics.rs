@@ -255,6 +255,12 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
         "Hooks waiting to be archived.",
         &node.archive_pending,
     );
+    gauge(
+        &mut out,
+        "ankusa_quarantined_rows",
+        "Rows moved to the quarantine because they did not decode (see `ankusa store quarantine list`).",
+        &ankusa_store::quarantine::count(store)?,
+    );
     let oldest = g
         .oldest_due
         .filter(|o| o.at <= now)

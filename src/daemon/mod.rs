@@ -139,6 +139,16 @@ impl Daemon {
                 "returned inflight rows to due (the last run stopped mid-delivery)"
             );
         }
+        // Before anything dispatches: a tenant whose every marker was lost
+        // (a crash inside a marker cleanup) would never be visited again.
+        let healed = ankusa_store::transitions::repair_markers(&store)
+            .wrap_err("cannot check the active index at boot")?;
+        if !healed.is_empty() {
+            tracing::warn!(
+                tenants = healed.len(),
+                "put back the active marker of tenants whose first due row had none"
+            );
+        }
         let (writer, handle) = Writer::new(
             store.clone(),
             clock.clone(),

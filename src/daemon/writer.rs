@@ -264,16 +264,20 @@ impl Writer {
         let now = self.clock.now_ms();
         let ttl = u64::try_from(self.settings.dedupe_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut batch = Batch::new();
-        // Invalid tenant ids are refused at the HTTP layer; re-check here so
-        // one bad job can never fail the allocator's resolve for the batch.
-        let valid: Vec<bool> = jobs
+        // Every job's answer that needs no new row comes first: invalid
+        // tenant ids (refused at the HTTP layer too; re-checked so one bad
+        // job can never fail the allocator's resolve for the batch), and
+        // idempotency keys already stored. Only then are ordinals allocated,
+        // and only for jobs that will write a row: a refused job must not
+        // commit a tenant (a read failure used to commit one anyway).
+        let early: Vec<Option<WriteOutcome>> = jobs
             .iter()
-            .map(|j| ankusa_store::tenants::validate_id(&j.envelope.tenant).is_ok())
+            .map(|j| self.answer_without_writing(&j.envelope, now))
             .collect();
         let tenants = jobs
             .iter()
-            .zip(&valid)
-            .filter(|(_, ok)| **ok)
+            .zip(&early)
+            .filter(|(_, e)| e.is_none())
             .map(|(j, _)| j.envelope.tenant.as_str());
         let resolution = match self.alloc.resolve(&self.store, tenants, &mut batch) {
             Ok(r) => r,
@@ -288,10 +292,10 @@ impl Writer {
         let mut in_batch: HashMap<(&str, &str), u64> = HashMap::new();
         let mut outcomes = Vec::with_capacity(jobs.len());
         let mut written = 0usize;
-        for (job, ok) in jobs.iter().zip(&valid) {
+        for (job, early) in jobs.iter().zip(early) {
             let env = &job.envelope;
-            if !ok {
-                outcomes.push(WriteOutcome::Refused(Outcome::TenantInvalid));
+            if let Some(answer) = early {
+                outcomes.push(answer);
                 continue;
             }
             let Ok(ord) = resolution.ord(&env.tenant, max) else {
@@ -302,18 +306,6 @@ impl Writer {
                 if let Some(&orig) = in_batch.get(&(env.tenant.as_str(), key)) {
                     outcomes.push(WriteOutcome::Duplicate(HookId(orig)));
                     continue;
-                }
-                match queries::dedupe(&self.store, &env.tenant, key, now) {
-                    Ok(Some(v)) => {
-                        outcomes.push(WriteOutcome::Duplicate(HookId(v.seq)));
-                        continue;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::error!(error = %e, "dedupe lookup failed");
-                        outcomes.push(WriteOutcome::Refused(Outcome::StoreUnavailable));
-                        continue;
-                    }
                 }
                 in_batch.insert((env.tenant.as_str(), key), seq);
             }
@@ -376,6 +368,24 @@ impl Writer {
                         other => other,
                     })
                     .collect()
+            }
+        }
+    }
+
+    /// The answer to a job that writes nothing: an invalid tenant id, or an
+    /// idempotency key already stored (the original id), or a failed dedupe
+    /// read. `None`: the job needs a row (and perhaps a new tenant).
+    fn answer_without_writing(&self, env: &Envelope, now: u64) -> Option<WriteOutcome> {
+        if ankusa_store::tenants::validate_id(&env.tenant).is_err() {
+            return Some(WriteOutcome::Refused(Outcome::TenantInvalid));
+        }
+        let key = env.idempotency_key.as_deref()?;
+        match queries::dedupe(&self.store, &env.tenant, key, now) {
+            Ok(Some(v)) => Some(WriteOutcome::Duplicate(HookId(v.seq))),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(error = %e, "dedupe lookup failed");
+                Some(WriteOutcome::Refused(Outcome::StoreUnavailable))
             }
         }
     }
@@ -601,6 +611,25 @@ mod tests {
         let out = one_batch(&mut r, vec![env("b", None), env("d", None)]);
         assert_eq!(out[0], WriteOutcome::Accepted(HookId(4)));
         assert_eq!(out[1], WriteOutcome::Refused(Outcome::TenantLimit));
+        let rep = ankusa_store::check::run(&r.store, |_, _| {}).unwrap();
+        assert!(rep.ok(), "{:#?}", rep.mismatches);
+    }
+
+    /// A job refused because its idempotency key could not be read must
+    /// not commit its new tenant: the ordinal was allocated before the read
+    /// and committed with the rest of the batch.
+    #[test]
+    fn a_failed_dedupe_read_commits_no_tenant() {
+        let mut r = rig(settings());
+        r.store
+            .arm_fault("dedupe.read", Some(ankusa_store::faults::Action::Error));
+        let out = one_batch(&mut r, vec![env("new", Some("k")), env("a", None)]);
+        assert_eq!(out[0], WriteOutcome::Refused(Outcome::StoreUnavailable));
+        assert_eq!(out[1], WriteOutcome::Accepted(HookId(1)));
+        assert!(tenants::ord_of(&r.store, "new").unwrap().is_none());
+        r.store.arm_fault("dedupe.read", None);
+        let out = one_batch(&mut r, vec![env("new", Some("k"))]);
+        assert_eq!(out[0], WriteOutcome::Accepted(HookId(2)));
         let rep = ankusa_store::check::run(&r.store, |_, _| {}).unwrap();
         assert!(rep.ok(), "{:#?}", rep.mismatches);
     }

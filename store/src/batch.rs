@@ -83,4 +83,8 @@ impl Batch {
     pub(crate) fn count(&mut self, ord: u32, field: Field, delta: i64) {
         self.deltas.add(ord, field, delta);
     }
+
+    pub(crate) fn count_quarantined(&mut self, delta: i64) {
+        self.deltas.add_quarantined(delta);
+    }
 }

@@ -3,18 +3,17 @@
 //!
 //! This is the one place allowed to fold whole families: it is an offline
 //! (or follower) audit, never part of a request or a refresh. Memory is
-//! bounded by tenants, not rows: per-row state is streamed.
+//! bounded by tenants, not rows: rows are streamed, and what pairs rows of
+//! two families is a point read of the other side (see [`run`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::ControlFlow;
 
 use serde::Serialize;
 
 use crate::counters::{decode_value, Counters, Field};
 use crate::error::Result;
-use crate::keys::{
-    self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, DeadKey, InflightKey,
-};
+use crate::keys::{self, bounds, prefix, ActiveKey, DeadByTenantKey, DeadKey, InflightKey};
 use crate::rows::DueRow;
 use crate::schema::Family;
 use crate::store::{Dir, Store};
@@ -67,6 +66,8 @@ pub enum Mismatch {
     OrdinalMap { ord: u32, detail: String },
     /// An ordinal at or past `m:next_ord`.
     OrdinalPastNext { ord: u32, next_ord: u32 },
+    /// The node's quarantined-row counter differs from the `Q` rows.
+    QuarantineCount { stored: i64, counted: i64 },
     /// A key or value that does not decode.
     Undecodable {
         family: &'static str,
@@ -83,6 +84,9 @@ pub struct CheckReport {
     pub dead_rows: u64,
     pub delivery_rows: u64,
     pub markers: u64,
+    /// Rows in the quarantine (not a mismatch: each was counted out when it
+    /// was moved there; `ankusa store quarantine list` shows them).
+    pub quarantined: u64,
     pub mismatches: Vec<Mismatch>,
     /// Mismatches beyond the reported ones (the list is capped).
     pub more_mismatches: u64,
@@ -104,23 +108,50 @@ impl CheckReport {
     }
 }
 
+/// Per-tenant fingerprint of a set of `(seq, sink)` pairs: how many, and a
+/// wrapping sum of a mix of each (a sum, unlike a xor, does not cancel a
+/// pair counted twice). The index side and the delivery side of a tenant
+/// must agree; memory is one entry per tenant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Pairs {
+    count: u64,
+    sum: u64,
+}
+
+impl Pairs {
+    fn add(&mut self, seq: u64, sink: u16) {
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(mix(seq, sink));
+    }
+}
+
+/// splitmix64 of the pair: spreads neighbouring pairs over the whole range.
+fn mix(seq: u64, sink: u16) -> u64 {
+    let mut z = seq ^ (u64::from(sink) << 48) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Runs every check. `progress` is called with a phase name and rows seen.
+///
+/// Memory is bounded by tenants: every family is read once in key order,
+/// and what pairs rows across families (a due row and its marker, an index
+/// row and its delivery row, `x` and `X`) is a point read of the other side,
+/// plus a per-tenant fingerprint ([`Pairs`]) for "each delivery row has
+/// exactly one index row". Only when a tenant's fingerprints disagree are
+/// that tenant's pairs collected, to name the rows.
 pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckReport> {
     let mut rep = CheckReport::default();
     let mut fold: BTreeMap<u32, Counters> = BTreeMap::new();
-    // (seq, sink) -> (index ord, count) for every index row. Memory grows
-    // with rows here; the check reports rather than streams this pairing
-    // because delivery rows are keyed by seq while index rows are not.
-    let mut owners: HashMap<(u64, u16), (u32, u32)> = HashMap::new();
+    // By the ordinal of the delivery row each index row found.
+    let mut index_pairs: HashMap<u32, Pairs> = HashMap::new();
 
-    // Active markers.
-    let mut markers: HashSet<(u64, u32)> = HashSet::new();
+    // Active markers: counted (each due row looks its own up).
     let (lo, hi) = bounds::family(prefix::ACTIVE);
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
         match ActiveKey::decode(k) {
-            Ok(a) => {
-                markers.insert((a.bucket, a.ord));
-            }
+            Ok(_) => rep.markers += 1,
             Err(e) => rep.push(Mismatch::Undecodable {
                 family: "index/A",
                 detail: e.to_string(),
@@ -128,21 +159,49 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
         }
         Ok(ControlFlow::Continue(()))
     })?;
-    rep.markers = markers.len() as u64;
+
+    // An index row's delivery row: present, of the same ordinal (unless the
+    // row is quarantined, whose tenant may be unknown). Returns its size.
+    let mut pair = |rep: &mut CheckReport,
+                    index: &'static str,
+                    ord: Option<u32>,
+                    seq: u64,
+                    sink: u16|
+     -> Result<Option<u32>> {
+        let row = store
+            .get(Family::Deliveries, &keys::delivery_key(seq, sink))?
+            .map(|b| DeliveryRow::decode(&b));
+        match row {
+            None => {
+                rep.push(Mismatch::MissingDelivery { index, seq, sink });
+                Ok(None)
+            }
+            // Reported by the delivery scan.
+            Some(Err(_)) => Ok(None),
+            Some(Ok(row)) => {
+                if let Some(ord) = ord.filter(|o| *o != row.ord) {
+                    rep.push(Mismatch::WrongOrdinal {
+                        seq,
+                        sink,
+                        index_ord: ord,
+                        row_ord: row.ord,
+                    });
+                }
+                index_pairs.entry(row.ord).or_default().add(seq, sink);
+                Ok(Some(row.size))
+            }
+        }
+    };
 
     // Due rows.
     let (lo, hi) = bounds::family(prefix::DUE);
     let mut n = 0u64;
+    let mut seconds = crate::transitions::SecondMarkers::default();
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         match DueRow::decode(k, v) {
             Ok(r) => {
-                let c = fold.entry(r.ord).or_default();
-                match r.kind {
-                    crate::values::Kind::First => c.pending += 1,
-                    crate::values::Kind::Retry => c.scheduled += 1,
-                }
-                c.bytes += i64::from(r.size);
-                if !markers.contains(&(bucket_of(r.at), r.ord)) {
+                fold.entry(r.ord).or_default().count_due(r.kind, r.size);
+                if seconds.missing(store, &r)?.is_some() {
                     rep.push(Mismatch::MissingMarker {
                         ord: r.ord,
                         at: r.at,
@@ -150,8 +209,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
                         sink: r.sink,
                     });
                 }
-                let e = owners.entry((r.seq, r.sink)).or_insert((r.ord, 0));
-                e.1 += 1;
+                pair(&mut rep, "D", Some(r.ord), r.seq, r.sink)?;
             }
             Err(e) => rep.push(Mismatch::Undecodable {
                 family: "index/D",
@@ -175,8 +233,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
                 let c = fold.entry(key.ord).or_default();
                 c.inflight += 1;
                 c.bytes += i64::from(size);
-                let e = owners.entry((key.seq, key.sink)).or_insert((key.ord, 0));
-                e.1 += 1;
+                pair(&mut rep, "F", Some(key.ord), key.seq, key.sink)?;
             }
             (Err(e), _) | (_, Err(e)) => rep.push(Mismatch::Undecodable {
                 family: "index/F",
@@ -189,19 +246,32 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
     rep.inflight_rows = n;
     progress("inflight", n);
 
-    // Dead rows: x, then X, pairing them.
-    let mut dead_x: HashSet<(u64, u64, u16)> = HashSet::new();
-    let mut dead_bytes_owed: Vec<(u32, u64, u16)> = Vec::new();
+    // Dead rows: each `x` with its `X` and its delivery row (whose size the
+    // dead row owes), then each `X` with its `x`.
     let (lo, hi) = bounds::family(prefix::DEAD);
     let mut n = 0u64;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         match (DeadKey::decode(k), DeadValue::decode(v)) {
             (Ok(key), Ok(val)) => {
                 fold.entry(val.ord).or_default().dead += 1;
-                dead_x.insert((key.at, key.seq, key.sink));
-                dead_bytes_owed.push((val.ord, key.seq, key.sink));
-                let e = owners.entry((key.seq, key.sink)).or_insert((val.ord, 0));
-                e.1 += 1;
+                let big = DeadByTenantKey {
+                    ord: val.ord,
+                    at: key.at,
+                    seq: key.seq,
+                    sink: key.sink,
+                };
+                if !crate::transitions::dead_by_tenant_exists(store, &big)? {
+                    rep.push(Mismatch::DeadPair {
+                        at: key.at,
+                        seq: key.seq,
+                        sink: key.sink,
+                        has_x: true,
+                        has_big_x: false,
+                    });
+                }
+                if let Some(size) = pair(&mut rep, "x", Some(val.ord), key.seq, key.sink)? {
+                    fold.entry(val.ord).or_default().bytes += i64::from(size);
+                }
             }
             (Err(e), _) | (_, Err(e)) => rep.push(Mismatch::Undecodable {
                 family: "index/x",
@@ -216,7 +286,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
         match DeadByTenantKey::decode(k) {
             Ok(key) => {
-                if !dead_x.remove(&(key.at, key.seq, key.sink)) {
+                if !crate::transitions::dead_exists(store, &key.dead_key())? {
                     rep.push(Mismatch::DeadPair {
                         at: key.at,
                         seq: key.seq,
@@ -233,16 +303,25 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
         }
         Ok(ControlFlow::Continue(()))
     })?;
-    for (at, seq, sink) in dead_x {
-        rep.push(Mismatch::DeadPair {
-            at,
-            seq,
-            sink,
-            has_x: true,
-            has_big_x: false,
-        });
-    }
     progress("dead", rep.dead_rows);
+
+    // Quarantined rows: each keeps the delivery row its key names.
+    let (lo, hi) = bounds::family(prefix::QUARANTINE);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+        match crate::quarantine::QuarantinedRow::decode(k, v) {
+            Ok(q) => {
+                rep.quarantined += 1;
+                if let Some((seq, sink)) = crate::quarantine::delivery_of(&q.key) {
+                    pair(&mut rep, "Q", None, seq, sink)?;
+                }
+            }
+            Err(e) => rep.push(Mismatch::Undecodable {
+                family: "index/Q",
+                detail: e.to_string(),
+            }),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
 
     // Archive obligations.
     let (lo, hi) = bounds::family(prefix::ARCHIVE);
@@ -257,10 +336,8 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
         Ok(ControlFlow::Continue(()))
     })?;
 
-    // Delivery rows: each pairs with exactly one index row; dead rows' bytes
-    // come from here (the x value carries no size).
-    let mut dead_sizes: HashMap<(u64, u16), u32> = HashMap::new();
-    let dead_set: HashSet<(u64, u16)> = dead_bytes_owed.iter().map(|d| (d.1, d.2)).collect();
+    // Delivery rows: per tenant, the same pairs as the index rows found.
+    let mut delivery_pairs: HashMap<u32, Pairs> = HashMap::new();
     let mut n = 0u64;
     store.scan(
         Family::Deliveries,
@@ -270,29 +347,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
         |k, v| {
             match (keys::decode_delivery_key(k), DeliveryRow::decode(v)) {
                 (Ok((seq, sink)), Ok(row)) => {
-                    match owners.remove(&(seq, sink)) {
-                        Some((ord, 1)) => {
-                            if ord != row.ord {
-                                rep.push(Mismatch::WrongOrdinal {
-                                    seq,
-                                    sink,
-                                    index_ord: ord,
-                                    row_ord: row.ord,
-                                });
-                            }
-                        }
-                        Some((_, count)) => {
-                            rep.push(Mismatch::DeliveryIndexCount { seq, sink, count })
-                        }
-                        None => rep.push(Mismatch::DeliveryIndexCount {
-                            seq,
-                            sink,
-                            count: 0,
-                        }),
-                    }
-                    if dead_set.contains(&(seq, sink)) {
-                        dead_sizes.insert((seq, sink), row.size);
-                    }
+                    delivery_pairs.entry(row.ord).or_default().add(seq, sink);
                 }
                 (Err(e), _) | (_, Err(e)) => rep.push(Mismatch::Undecodable {
                     family: "deliveries",
@@ -307,21 +362,15 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
         },
     )?;
     rep.delivery_rows = n;
-    let mut orphans: Vec<_> = owners.into_iter().collect();
-    orphans.sort();
-    for ((seq, sink), _) in orphans {
-        rep.push(Mismatch::MissingDelivery {
-            index: "D/F/x",
-            seq,
-            sink,
-        });
+    let mut unpaired: Vec<u32> = delivery_pairs
+        .iter()
+        .filter(|(o, p)| index_pairs.get(o) != Some(p))
+        .map(|(o, _)| *o)
+        .collect();
+    unpaired.sort_unstable();
+    for ord in unpaired {
+        name_unpaired(store, ord, &mut rep)?;
     }
-    for (ord, seq, sink) in dead_bytes_owed {
-        if let Some(size) = dead_sizes.get(&(seq, sink)) {
-            fold.entry(ord).or_default().bytes += i64::from(*size);
-        }
-    }
-
     // Ordinals both ways.
     let next_ord = store.next_ord()?;
     let mut by_ord: BTreeMap<u32, Option<String>> = BTreeMap::new();
@@ -389,8 +438,10 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
     // Counters: every stored counter equals the fold, and the node equals
     // the sum; every ordinal in use was allocated.
     let mut stored: BTreeMap<u32, Counters> = BTreeMap::new();
+    let mut quarantined = 0i64;
     store.scan(Family::Counters, &[], &[0xFF; 6], Dir::Forward, |k, v| {
         match keys::decode_counter_key(k) {
+            Ok((0, crate::counters::QUARANTINED)) => quarantined = decode_value(v).unwrap_or(0),
             Ok((ord, f)) => match (Field::from_u8(f), decode_value(v)) {
                 (Some(field), Some(val)) => *stored.entry(ord).or_default().get_mut(field) = val,
                 _ => rep.push(Mismatch::Undecodable {
@@ -405,6 +456,12 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
         }
         Ok(ControlFlow::Continue(()))
     })?;
+    if quarantined != rep.quarantined as i64 {
+        rep.push(Mismatch::QuarantineCount {
+            stored: quarantined,
+            counted: rep.quarantined as i64,
+        });
+    }
     let mut node = Counters::default();
     for c in fold.values() {
         for f in Field::ALL {
@@ -441,17 +498,88 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
     Ok(rep)
 }
 
+/// Names the delivery rows of tenant `ord` that do not pair with exactly
+/// one index row, once its fingerprints disagreed: collects the tenant's
+/// index pairs (its own ranges, and quarantined rows whose delivery row is
+/// its), then reads the delivery rows of that tenant. Memory: that tenant's
+/// rows; time: one more read of the delivery rows.
+fn name_unpaired(store: &Store, ord: u32, rep: &mut CheckReport) -> Result<()> {
+    let mut seen: HashMap<(u64, u16), u32> = HashMap::new();
+    let mut count = |seq: u64, sink: u16| *seen.entry((seq, sink)).or_insert(0) += 1;
+    let (lo, hi) = bounds::tenant(prefix::DUE, ord);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if let Ok(key) = keys::DueKey::decode(k) {
+            count(key.seq, key.sink);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let (lo, hi) = bounds::tenant(prefix::INFLIGHT, ord);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if let Ok(key) = InflightKey::decode(k) {
+            count(key.seq, key.sink);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let (lo, hi) = bounds::tenant(prefix::DEAD_BY_TENANT, ord);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if let Ok(key) = DeadByTenantKey::decode(k) {
+            if crate::transitions::dead_exists(store, &key.dead_key())? {
+                count(key.seq, key.sink);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let (lo, hi) = bounds::family(prefix::QUARANTINE);
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        let named = k
+            .get(1..)
+            .and_then(crate::quarantine::delivery_of)
+            .filter(|(seq, sink)| {
+                store
+                    .get(Family::Deliveries, &keys::delivery_key(*seq, *sink))
+                    .ok()
+                    .flatten()
+                    .and_then(|b| DeliveryRow::decode(&b).ok())
+                    .is_some_and(|d| d.ord == ord)
+            });
+        if let Some((seq, sink)) = named {
+            count(seq, sink);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    store.scan(
+        Family::Deliveries,
+        &[],
+        &[0xFF; 11],
+        Dir::Forward,
+        |k, v| {
+            if let (Ok((seq, sink)), Ok(row)) =
+                (keys::decode_delivery_key(k), DeliveryRow::decode(v))
+            {
+                if row.ord == ord {
+                    let n = seen.get(&(seq, sink)).copied().unwrap_or(0);
+                    if n != 1 {
+                        rep.push(Mismatch::DeliveryIndexCount {
+                            seq,
+                            sink,
+                            count: n,
+                        });
+                    }
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    Ok(())
+}
+
 /// Folded counters of one tenant (tests and diagnostics; O(tenant's rows)).
 pub fn fold_tenant(store: &Store, ord: u32) -> Result<Counters> {
     let mut c = Counters::default();
     let (lo, hi) = bounds::tenant(prefix::DUE, ord);
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         let r = DueRow::decode(k, v)?;
-        match r.kind {
-            crate::values::Kind::First => c.pending += 1,
-            crate::values::Kind::Retry => c.scheduled += 1,
-        }
-        c.bytes += i64::from(r.size);
+        c.count_due(r.kind, r.size);
         Ok(ControlFlow::Continue(()))
     })?;
     let (lo, hi) = bounds::tenant(prefix::INFLIGHT, ord);

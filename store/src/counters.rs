@@ -102,6 +102,16 @@ impl Counters {
         }
     }
 
+    /// Counts one due row of `kind` and `size`, as the transitions count
+    /// it (the fold of `store check` and `store repair`).
+    pub(crate) fn count_due(&mut self, kind: crate::values::Kind, size: u32) {
+        match kind {
+            crate::values::Kind::First => self.pending += 1,
+            crate::values::Kind::Retry => self.scheduled += 1,
+        }
+        self.bytes += i64::from(size);
+    }
+
     /// Rows waiting to be delivered (due now or later).
     pub fn queued(&self) -> i64 {
         self.pending + self.scheduled
@@ -112,11 +122,18 @@ impl Counters {
     }
 }
 
+/// The field byte of the node's count of quarantined rows (ord 0 only).
+/// Not a [`Field`]: it has no per-tenant value, is no part of a tenant's
+/// [`Counters`], and `store check` compares it with the `Q` rows it counts.
+pub const QUARANTINED: u8 = 7;
+
 /// Deltas accumulated by the transitions of one batch, coalesced per
 /// (ordinal, field). Only [`CounterDeltas::merge_ops`] turns them into writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterDeltas {
     deltas: BTreeMap<(u32, Field), i64>,
+    /// Change of the node's quarantined-row count ([`QUARANTINED`]).
+    quarantined: i64,
 }
 
 impl CounterDeltas {
@@ -132,7 +149,15 @@ impl CounterDeltas {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.deltas.is_empty()
+        self.deltas.is_empty() && self.quarantined == 0
+    }
+
+    pub fn add_quarantined(&mut self, delta: i64) {
+        self.quarantined = self.quarantined.wrapping_add(delta);
+    }
+
+    pub fn quarantined(&self) -> i64 {
+        self.quarantined
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ((u32, Field), i64)> + '_ {
@@ -143,6 +168,7 @@ impl CounterDeltas {
         for ((ord, f), d) in other.iter() {
             self.add(ord, f, d);
         }
+        self.add_quarantined(other.quarantined);
     }
 
     /// The merge operands to write: one per (ordinal, field) with a non-zero
@@ -167,6 +193,12 @@ impl CounterDeltas {
                     delta.to_le_bytes(),
                 ));
             }
+        }
+        if self.quarantined != 0 {
+            out.push((
+                crate::keys::counter_key(0, QUARANTINED),
+                self.quarantined.to_le_bytes(),
+            ));
         }
         out
     }

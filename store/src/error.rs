@@ -96,6 +96,9 @@ pub enum StoreError {
         message: String,
     },
 
+    #[error("fault injected at {0} (a test armed this point)")]
+    Fault(&'static str),
+
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

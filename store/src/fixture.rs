@@ -60,6 +60,10 @@ pub struct FixtureReport {
     pub archived_hooks: u64,
     pub tenants: u32,
     pub markers_cleaned: u64,
+    /// Format 2: old rows (delivery rows and archive obligations) of the one
+    /// hook whose envelope is unreadable, which the migration quarantines;
+    /// they are in none of the counts above.
+    pub quarantined: u64,
 }
 
 /// splitmix64: tiny, deterministic, good enough for fixture shapes.
@@ -268,7 +272,7 @@ pub fn write(
         by_tenant.entry(ord).or_default().push(bucket);
     }
     for (ord, buckets) in by_tenant {
-        let c = transitions::cleanup_markers(store, ord, &buckets, spec.now)?;
+        let c = transitions::cleanup_markers(store, ord, &buckets, 0, spec.now)?;
         rep.markers_cleaned += c.deleted.len() as u64 - c.restored.len() as u64;
     }
     // Leave no write-ahead log behind: every later reader (read-only or
@@ -288,7 +292,7 @@ pub fn write_v2(
 ) -> Result<FixtureReport> {
     use crate::keys::{hook_key, prefix, V2DueKey, V2InflightKey};
     use crate::schema::Family;
-    use crate::values::{encode_size, v2, DeadValue, HookId};
+    use crate::values::{encode_size, v2, Attempt, DeadValue, HookId};
 
     store.require_writable()?;
     let mut picker = TenantPicker::new(spec)?;
@@ -330,7 +334,8 @@ pub fn write_v2(
                 body: vec![b'v'; size],
             };
             let body_size = env.charged_size();
-            if !garbage_written && ti >= 2 {
+            let garbage = !garbage_written && ti >= 2;
+            if garbage {
                 // One hook whose envelope is unreadable: its rows must land
                 // under `default` after the upgrade.
                 b.put(
@@ -352,12 +357,23 @@ pub fn write_v2(
                         .collect::<Vec<u8>>(),
                     encode_size(body_size).to_vec(),
                 );
-                rep.archived_hooks += 1;
+                if garbage {
+                    rep.quarantined += 1;
+                } else {
+                    rep.archived_hooks += 1;
+                }
             }
             for sink in 0..sinks {
                 rep.rows += 1;
                 let fate = if ti == 1 { 99 } else { rng.below(100) };
-                let attempts: u16 = match fate {
+                // The old release kept each row's attempts and their history
+                // (the last one at the dead-letter time for dead rows).
+                let failed = |at: u64| Attempt {
+                    at,
+                    status: 500,
+                    error: "fixture: sink answered 500".into(),
+                };
+                let (attempts, history): (u16, Vec<Attempt>) = match fate {
                     0..=69 => {
                         let k = V2DueKey {
                             at: received_at,
@@ -365,25 +381,38 @@ pub fn write_v2(
                             sink,
                         };
                         b.put(Family::Index, k.encode(), encode_size(body_size).to_vec());
-                        rep.pending += 1;
-                        0
+                        *if garbage {
+                            &mut rep.quarantined
+                        } else {
+                            &mut rep.pending
+                        } += 1;
+                        (0, Vec::new())
                     }
                     70..=79 => {
                         let at = spec.now + 1000 + rng.below(600_000);
                         let k = V2DueKey { at, seq, sink };
                         b.put(Family::Index, k.encode(), encode_size(body_size).to_vec());
-                        rep.retrying += 1;
-                        1
+                        *if garbage {
+                            &mut rep.quarantined
+                        } else {
+                            &mut rep.retrying
+                        } += 1;
+                        (1, vec![failed(received_at + 1000)])
                     }
                     80..=84 => {
                         let k = V2InflightKey { seq, sink };
                         b.put(Family::Index, k.encode(), encode_size(body_size).to_vec());
-                        rep.inflight += 1;
-                        1
+                        *if garbage {
+                            &mut rep.quarantined
+                        } else {
+                            &mut rep.inflight
+                        } += 1;
+                        (1, vec![failed(received_at + 1000)])
                     }
                     _ => {
+                        let dead_at = received_at + 3000;
                         let mut k = vec![prefix::DEAD];
-                        k.extend_from_slice(&(received_at + 3000).to_be_bytes());
+                        k.extend_from_slice(&dead_at.to_be_bytes());
                         k.extend_from_slice(&seq.to_be_bytes());
                         k.extend_from_slice(&sink.to_be_bytes());
                         b.put(
@@ -391,14 +420,29 @@ pub fn write_v2(
                             k,
                             DeadValue::encode_v2(&env.source_id, &HookId(seq).to_string()),
                         );
-                        rep.dead += 1;
-                        3
+                        *if garbage {
+                            &mut rep.quarantined
+                        } else {
+                            &mut rep.dead
+                        } += 1;
+                        // Every fourth dead row has no history, as rows
+                        // dead-lettered by older releases have none.
+                        let history = if seq.is_multiple_of(4) {
+                            Vec::new()
+                        } else {
+                            vec![
+                                failed(received_at + 1000),
+                                failed(received_at + 2000),
+                                failed(dead_at),
+                            ]
+                        };
+                        (3, history)
                     }
                 };
                 b.put(
                     Family::Deliveries,
                     crate::keys::delivery_key(seq, sink).to_vec(),
-                    v2::encode_delivery(body_size, attempts),
+                    v2::encode_delivery(body_size, attempts, &history),
                 );
             }
             seq += 1;

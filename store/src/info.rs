@@ -22,6 +22,8 @@ pub struct StoreInfo {
     pub oldest_due: Option<OldestDue>,
     pub oldest_due_age_ms: Option<u64>,
     pub next_seq: u64,
+    /// Rows moved to the quarantine (`ankusa store quarantine list`).
+    pub quarantined: i64,
     /// RocksDB's estimate of keys per family.
     pub approx_keys: Vec<(String, u64)>,
 }
@@ -42,6 +44,7 @@ pub fn gather(store: &Store, now: u64) -> Result<StoreInfo> {
         oldest_due: oldest,
         oldest_due_age_ms: oldest.map(|o| o.age_ms(now)),
         next_seq: store.next_seq()?,
+        quarantined: crate::quarantine::count(store)?,
         approx_keys: approx,
     })
 }

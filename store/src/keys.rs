@@ -28,6 +28,8 @@ pub mod prefix {
     pub const V2_DUE: u8 = b'd';
     /// Format 2 inflight rows (`f seq sink`), read only by the migration.
     pub const V2_INFLIGHT: u8 = b'f';
+    /// Quarantined index rows: `Q original_key` (see `quarantine`).
+    pub const QUARANTINE: u8 = b'Q';
     /// Tenants family: ordinal -> tenant id.
     pub const TENANT_BY_ORD: u8 = b't';
     /// Tenants family: tenant id -> ordinal.

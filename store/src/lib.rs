@@ -16,12 +16,15 @@
 //! - [`tenants`]: ordinals, the writer's allocator, tenant pages.
 //! - [`queries`]: bounded reads (counters, active index, DLQ pages, gauges).
 //! - [`dedupe`]: idempotency-key expiry sweep.
+//! - [`quarantine`]: rows that do not decode, moved aside with their counts.
+//! - [`repair`]: `store repair`, what derives rebuilt, what cannot decode quarantined.
 //! - [`check`]: the offline audit behind `ankusa store check`.
 //! - [`info`]: the summary behind `ankusa store info`.
 //! - [`fixture`]: realistic stores written through the real transitions
 //!   (and format 2 stores for the upgrade path).
 //! - [`migrate`]: the resumable format 2 → 3 migration.
 //! - [`lock`]: who holds a store.
+//! - [`faults`]: fault points between two writes, armed only by tests.
 //! - [`audit`]: the trail of destructive operator actions.
 //! - [`jobs`]: background job records, committed with their work.
 
@@ -32,13 +35,16 @@ mod codec;
 pub mod counters;
 pub mod dedupe;
 pub mod error;
+pub mod faults;
 pub mod fixture;
 pub mod info;
 pub mod jobs;
 pub mod keys;
 pub mod lock;
 pub mod migrate;
+pub mod quarantine;
 pub mod queries;
+pub mod repair;
 pub mod rows;
 pub mod schema;
 pub mod store;

@@ -61,13 +61,20 @@ use crate::schema::{Family, FORMAT, FORMAT_V2};
 use crate::store::{probe, Dir, Store};
 use crate::tenants::{validate_id, Resolution, TenantAllocator, DEFAULT_TENANT};
 use crate::transitions;
-use crate::values::{decode_size, v2, ArchiveValue, DeadValue, DeliveryRow, Envelope, Kind};
+use crate::values::{
+    decode_size, v2, ArchiveValue, Attempt, DeadValue, DeliveryRow, Envelope, Kind,
+};
 
 /// Old rows per step (one synced write each). Each step waits for one
 /// fsync of the write-ahead log (about 2 MB at this size), which on a busy
 /// disk costs milliseconds: at 10^6 rows 16,384 measured 15-25% faster than
 /// 4,096, and 65,536 no faster than 16,384.
 pub const STEP_ROWS: usize = 16384;
+
+/// The history note of a dead row whose last attempt the old release did
+/// not keep.
+pub const DEAD_BEFORE_UPGRADE: &str =
+    "dead-lettered before the upgrade to format 3 (the old release kept no detail of this attempt)";
 
 /// The one-line description `--dry-run` prints.
 pub const DESCRIPTION: &str =
@@ -543,6 +550,9 @@ impl<'a> Migration<'a> {
                         join(w)?;
                         progress(&c);
                     }
+                    // Free the lookup (about 30 bytes a row) before the
+                    // finish waits for its compaction and `store check` runs.
+                    drop(std::mem::replace(&mut lookup, Lookup::empty()));
                     self.finish()?;
                     progress(&self.cursor);
                     return Ok(());
@@ -644,37 +654,32 @@ impl Migration<'_> {
         lookup: &mut Lookup,
         b: &mut Batch,
     ) -> Result<Vec<Consumed>> {
-        // (seq, sink, size-from-index) per row, in order.
-        let mut parsed: Vec<(u64, u16)> = Vec::with_capacity(rows.len());
+        // (seq, sink) per row, in order; `None` for a key that does not
+        // decode (quarantined below, never a reason to stop the migration).
+        let mut parsed: Vec<Option<(u64, u16)>> = Vec::with_capacity(rows.len());
         for (k, _) in rows {
-            let (seq, sink) = match phase {
-                Phase::Due => {
-                    let d = V2DueKey::decode(k)?;
-                    (d.seq, d.sink)
-                }
-                Phase::Inflight => {
-                    let f = V2InflightKey::decode(k)?;
-                    (f.seq, f.sink)
-                }
-                Phase::Dead => {
-                    let x = DeadKey::decode(k)?;
-                    (x.seq, x.sink)
-                }
+            let key = match phase {
+                Phase::Due => V2DueKey::decode(k).map(|d| (d.seq, d.sink)),
+                Phase::Inflight => V2InflightKey::decode(k).map(|f| (f.seq, f.sink)),
+                Phase::Dead => DeadKey::decode(k).map(|x| (x.seq, x.sink)),
                 Phase::Archive | Phase::Finish => {
-                    (keys::decode_seq_key(k, prefix::ARCHIVE, "archive key")?, 0)
+                    keys::decode_seq_key(k, prefix::ARCHIVE, "archive key").map(|seq| (seq, 0))
                 }
             };
-            parsed.push((seq, sink));
+            parsed.push(key.ok());
         }
         // Each row's interned tenant, and the distinct tenants in first-sight
         // order (= key order), which is the order ordinals are allocated in.
         let row_tenant = parsed
             .iter()
-            .map(|(seq, _)| lookup.tenant(self.store, *seq))
+            .map(|p| match p {
+                Some((seq, _)) => lookup.tenant(self.store, *seq),
+                None => Ok(INVALID),
+            })
             .collect::<Result<Vec<u32>>>()?;
         let mut slot_of: HashMap<u32, usize> = HashMap::new();
         let mut distinct: Vec<u32> = Vec::new();
-        for t in &row_tenant {
+        for t in row_tenant.iter().filter(|t| **t != INVALID) {
             slot_of.entry(*t).or_insert_with(|| {
                 distinct.push(*t);
                 distinct.len() - 1
@@ -690,52 +695,50 @@ impl Migration<'_> {
             .iter()
             .map(|t| res.ord(lookup.tenant_name(*t), u32::MAX - 1))
             .collect::<Result<Vec<u32>>>()?;
-        for (((k, v), (seq, sink)), t) in rows.iter().zip(&parsed).zip(&row_tenant) {
-            let ord = slot_of
-                .get(t)
-                .and_then(|i| ords.get(*i))
-                .copied()
-                .ok_or(StoreError::TenantLimit { max: u32::MAX - 1 })?;
+        let now = self.cursor.started_at;
+        for (((k, v), parsed), t) in rows.iter().zip(&parsed).zip(&row_tenant) {
+            let Some((seq, sink)) = parsed else {
+                transitions::quarantine_uncounted(
+                    b,
+                    k,
+                    v,
+                    &format!("{} key does not decode", phase.name()),
+                    now,
+                );
+                continue;
+            };
+            let (seq, sink) = (*seq, *sink);
             let old = if phase == Phase::Archive {
                 None
             } else {
-                lookup.delivery(self.store, *seq, *sink, &mut consumed)?
+                lookup.delivery(self.store, seq, sink, &mut consumed)?
             };
-            match phase {
-                Phase::Due => {
-                    let key = V2DueKey::decode(k)?;
-                    let size = decode_size(v)?;
-                    let kind = if key.at > self.cursor.started_at {
-                        Kind::Retry
-                    } else {
-                        Kind::First
-                    };
-                    put_delivery(b, *seq, *sink, ord, size, old);
-                    transitions::migrate_due(b, ord, key.at, *seq, *sink, size, kind);
-                }
-                Phase::Inflight => {
-                    let size = decode_size(v)?;
-                    put_delivery(b, *seq, *sink, ord, size, old);
-                    transitions::migrate_inflight(b, ord, *seq, *sink, size);
-                }
-                Phase::Dead => {
-                    let key = DeadKey::decode(k)?;
-                    let (source_id, hook_id) = DeadValue::decode_v2(v)?;
+            // The lookup keeps no history (it would cost the history's bytes
+            // per row); a row that was attempted reads its own.
+            let history = match old {
+                Some((_, attempts)) if attempts > 0 => old_history(self.store, seq, sink)?,
+                _ => Vec::new(),
+            };
+            // A row that cannot be filed under its tenant, or whose value does
+            // not decode, is quarantined (a row filed under `default` would
+            // be visible to a token scoped to `default`). Its delivery row is
+            // kept, rewritten, for the operator.
+            let moved = if *t == INVALID {
+                Err("the hook's envelope is unreadable or names an invalid tenant id".to_owned())
+            } else {
+                let ord = slot_of
+                    .get(t)
+                    .and_then(|i| ords.get(*i))
+                    .copied()
+                    .ok_or(StoreError::TenantLimit { max: u32::MAX - 1 })?;
+                self.move_row(phase, k, v, (seq, sink), ord, old, history.clone(), b)
+                    .map_err(|e| e.to_string())
+            };
+            if let Err(reason) = moved {
+                transitions::quarantine_uncounted(b, k, v, &reason, now);
+                if phase != Phase::Archive {
                     let size = old.map_or(0, |o| o.0);
-                    put_delivery(b, *seq, *sink, ord, size, old);
-                    let dead = DeadRow {
-                        ord,
-                        at: key.at,
-                        seq: key.seq,
-                        sink: key.sink,
-                        source_id,
-                        hook_id,
-                    };
-                    transitions::migrate_dead(b, &dead, size);
-                }
-                Phase::Archive | Phase::Finish => {
-                    let size = decode_size(v)?;
-                    transitions::migrate_archive(b, *seq, &ArchiveValue { size, ord });
+                    put_delivery(b, seq, sink, 0, size, old, history, None);
                 }
             }
         }
@@ -743,6 +746,66 @@ impl Migration<'_> {
         Ok(consumed)
     }
 }
+
+impl Migration<'_> {
+    /// One old row's format 3 replacement, or the decode error that sends it
+    /// to the quarantine instead (nothing is added to `b` then).
+    #[allow(clippy::too_many_arguments)]
+    fn move_row(
+        &self,
+        phase: Phase,
+        k: &[u8],
+        v: &[u8],
+        (seq, sink): (u64, u16),
+        ord: u32,
+        old: Option<(u32, u16)>,
+        history: Vec<Attempt>,
+        b: &mut Batch,
+    ) -> std::result::Result<(), DecodeError> {
+        match phase {
+            Phase::Due => {
+                let key = V2DueKey::decode(k)?;
+                let size = decode_size(v)?;
+                let kind = if key.at > self.cursor.started_at {
+                    Kind::Retry
+                } else {
+                    Kind::First
+                };
+                put_delivery(b, seq, sink, ord, size, old, history, None);
+                transitions::migrate_due(b, ord, key.at, seq, sink, size, kind);
+            }
+            Phase::Inflight => {
+                let size = decode_size(v)?;
+                put_delivery(b, seq, sink, ord, size, old, history, None);
+                transitions::migrate_inflight(b, ord, seq, sink, size);
+            }
+            Phase::Dead => {
+                let key = DeadKey::decode(k)?;
+                let (source_id, hook_id) = DeadValue::decode_v2(v)?;
+                let size = old.map_or(0, |o| o.0);
+                put_delivery(b, seq, sink, ord, size, old, history, Some(key.at));
+                let dead = DeadRow {
+                    ord,
+                    at: key.at,
+                    seq: key.seq,
+                    sink: key.sink,
+                    source_id,
+                    hook_id,
+                };
+                transitions::migrate_dead(b, &dead, size);
+            }
+            Phase::Archive | Phase::Finish => {
+                let size = decode_size(v)?;
+                transitions::migrate_archive(b, seq, &ArchiveValue { size, ord });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The interned tenant of a hook that cannot be filed under any tenant: its
+/// envelope does not decode, or names a tenant id ingest would refuse.
+const INVALID: u32 = u32::MAX;
 
 /// Applies the migration's family options ([`crate::schema::migration_options`])
 /// while the due phase runs (`on`), and lifts them otherwise; a no-op when
@@ -906,20 +969,23 @@ impl Lookup {
         Ok(l)
     }
 
-    /// The interned tenant of a hook's envelope: `default` (0) for one that
-    /// does not decode or whose tenant is empty or invalid.
+    /// The interned tenant of a hook's envelope: `default` (0) for one with
+    /// no tenant, [`INVALID`] for one that does not decode or whose tenant id
+    /// ingest would refuse.
     fn intern(&mut self, envelope: &[u8]) -> u32 {
         let Ok(name) = Envelope::decode_tenant(envelope) else {
-            return 0;
+            return INVALID;
         };
         if let Some(&i) = self.interned.get(&name) {
             return i;
         }
-        let i = if !name.is_empty() && validate_id(&name).is_ok() {
-            self.tenants.push(name.clone());
-            u32::try_from(self.tenants.len() - 1).unwrap_or(0)
-        } else {
+        let i = if name.is_empty() {
             0
+        } else if validate_id(&name).is_ok() {
+            self.tenants.push(name.clone());
+            u32::try_from(self.tenants.len() - 1).unwrap_or(INVALID)
+        } else {
+            INVALID
         };
         self.interned.insert(name, i);
         i
@@ -1067,9 +1133,41 @@ impl SeqIndex {
     }
 }
 
-fn put_delivery(b: &mut Batch, seq: u64, sink: u16, ord: u32, size: u32, old: Option<(u32, u16)>) {
+/// The history of a format 2 delivery row (empty when it is gone or does
+/// not decode as format 2).
+fn old_history(store: &Store, seq: u64, sink: u16) -> Result<Vec<Attempt>> {
+    Ok(store
+        .get(Family::Deliveries, &keys::delivery_key(seq, sink))?
+        .and_then(|b| v2::decode_delivery_full(&b).ok())
+        .map(|(_, _, h)| h)
+        .unwrap_or_default())
+}
+
+/// What the old release's delivery row becomes. A dead row is found from its
+/// delivery row by the time of the last attempt (the dead-letter time), so a
+/// dead row whose history does not end at its dead-letter time (the old
+/// release kept none, or fewer) gets a note at that time: without it the DLQ
+/// detail and a replay by id could not find the row.
+#[allow(clippy::too_many_arguments)]
+fn put_delivery(
+    b: &mut Batch,
+    seq: u64,
+    sink: u16,
+    ord: u32,
+    size: u32,
+    old: Option<(u32, u16)>,
+    history: Vec<Attempt>,
+    dead_at: Option<u64>,
+) {
     let mut row = DeliveryRow::new(ord, size);
     row.attempts = old.map_or(0, |o| o.1);
+    let keep = history.len().saturating_sub(DeliveryRow::HISTORY);
+    row.history = history.into_iter().skip(keep).collect();
+    if let Some(at) = dead_at {
+        if row.last().map(|a| a.at) != Some(at) {
+            row.note(at, 0, DEAD_BEFORE_UPGRADE);
+        }
+    }
     b.put(
         Family::Deliveries,
         keys::delivery_key(seq, sink).to_vec(),
@@ -1118,7 +1216,7 @@ mod tests {
         b.put(
             Family::Deliveries,
             keys::delivery_key(orphan.0, orphan.1).to_vec(),
-            v2::encode_delivery(77, 4),
+            v2::encode_delivery(77, 4, &[]),
         );
         store.commit(b, true).unwrap();
         rows.push(orphan);

@@ -14,10 +14,14 @@ use serde::Serialize;
 use crate::counters::{decode_value, Counters, Field};
 use crate::error::Result;
 use crate::keys::{self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, DeadKey};
+use crate::quarantine::Undecodable;
 use crate::rows::{DeadRow, DueRow};
 use crate::schema::Family;
 use crate::store::{Dir, Store};
 use crate::values::{ArchiveValue, DeadValue, DedupeValue, DeliveryRow, Envelope};
+
+/// Undecodable rows one read hands back for the quarantine at most.
+pub const MAX_UNDECODABLE: usize = 64;
 
 /// Counters of one ordinal: six point reads (ord 0 is the node).
 pub fn counters(store: &Store, ord: u32) -> Result<Counters> {
@@ -45,6 +49,33 @@ pub fn counters_many(store: &Store, ords: &[u32]) -> Result<Vec<Counters>> {
         out.push(c);
     }
     Ok(out)
+}
+
+/// Visits every tenant's counters (ord 1 and up) in ordinal order: one
+/// sequential read of the counters family, memory bounded by one tenant.
+/// An undecodable key is an error; an undecodable value reads as 0, as in
+/// [`counters_many`].
+pub fn each_tenant_counters(store: &Store, mut f: impl FnMut(u32, &Counters)) -> Result<()> {
+    let lo = keys::counter_key(1, 0).to_vec();
+    let hi = vec![0xFF; 6];
+    let mut cur: Option<(u32, Counters)> = None;
+    store.scan(Family::Counters, &lo, &hi, Dir::Forward, |k, v| {
+        let (ord, field) = keys::decode_counter_key(k)?;
+        if cur.as_ref().is_some_and(|(o, _)| *o != ord) {
+            if let Some((o, c)) = cur.take() {
+                f(o, &c);
+            }
+        }
+        let (_, c) = cur.get_or_insert_with(|| (ord, Counters::default()));
+        if let Some(field) = Field::from_u8(field) {
+            *c.get_mut(field) = decode_value(v).unwrap_or(0);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if let Some((o, c)) = cur {
+        f(o, &c);
+    }
+    Ok(())
 }
 
 /// A tenant with work due, as the active index sees it.
@@ -125,6 +156,7 @@ pub fn due_for_tenant(
     floor: u64,
     limit: usize,
     byte_budget: u64,
+    bad: &mut Vec<Undecodable>,
 ) -> Result<Vec<DueRow>> {
     let mut out = Vec::new();
     if limit == 0 || floor > now {
@@ -134,7 +166,24 @@ pub fn due_for_tenant(
     let hi = bounds::tenant_at(prefix::DUE, ord, now.saturating_add(1));
     let mut bytes = 0u64;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
-        let row = DueRow::decode(k, v)?;
+        let row = match DueRow::decode(k, v) {
+            Ok(r) => r,
+            // One bad row must not stop the tenant (or the tick): it is
+            // handed back for the quarantine and the scan goes on, up to a
+            // bounded number of them.
+            Err(error) => {
+                bad.push(Undecodable {
+                    key: k.to_vec(),
+                    value: v.to_vec(),
+                    error,
+                });
+                return Ok(if bad.len() >= MAX_UNDECODABLE {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                });
+            }
+        };
         let next = bytes + u64::from(row.size);
         if !out.is_empty() && next > byte_budget {
             return Ok(ControlFlow::Break(()));
@@ -152,12 +201,50 @@ pub fn due_for_tenant(
 
 /// The tenant's earliest due row (due now or later): one seek.
 pub fn first_due(store: &Store, ord: u32) -> Result<Option<DueRow>> {
-    let (lo, hi) = bounds::tenant(prefix::DUE, ord);
+    first_due_from(store, ord, 0)
+}
+
+/// The tenant's first due row at or after `from` (ms). Callers that know a
+/// second before which the tenant has no due row (its oldest active marker)
+/// pass its start, so the seek skips the tombstones of the rows claimed at
+/// the head of the range instead of stepping over each until a compaction.
+pub fn first_due_from(store: &Store, ord: u32, from: u64) -> Result<Option<DueRow>> {
+    let lo = bounds::tenant_at(prefix::DUE, ord, from);
+    let (_, hi) = bounds::tenant(prefix::DUE, ord);
     let mut out = None;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         out = Some(DueRow::decode(k, v)?);
         Ok(ControlFlow::Break(()))
     })?;
+    Ok(out)
+}
+
+/// The due time of the tenant's first due row at or after `from` (ms), read
+/// from the keys alone: a row whose value does not decode still counts (the
+/// dispatcher quarantines it when it comes due), and a key that does not
+/// decode is stepped over, so a bad row can never fail a marker cleanup.
+pub fn first_due_at(store: &Store, ord: u32, from: u64) -> Result<Option<u64>> {
+    let lo = bounds::tenant_at(prefix::DUE, ord, from);
+    let (_, hi) = bounds::tenant(prefix::DUE, ord);
+    let mut out = None;
+    let mut skipped = 0usize;
+    store.scan(
+        Family::Index,
+        &lo,
+        &hi,
+        Dir::Forward,
+        |k, _| match keys::DueKey::decode(k) {
+            Ok(key) => {
+                out = Some(key.at);
+                Ok(ControlFlow::Break(()))
+            }
+            Err(_) if skipped < MAX_UNDECODABLE => {
+                skipped += 1;
+                Ok(ControlFlow::Continue(()))
+            }
+            Err(e) => Err(e.into()),
+        },
+    )?;
     Ok(out)
 }
 
@@ -196,7 +283,9 @@ pub fn oldest_due(store: &Store) -> Result<Option<OldestDue>> {
         })
     })?;
     for (i, a) in candidates.iter().enumerate() {
-        if let Some(first) = first_due(store, a.ord)? {
+        // No marker of this tenant is older than `a` (markers are walked in
+        // second order), and every due row has a marker in its second.
+        if let Some(first) = first_due_from(store, a.ord, a.bucket.saturating_mul(1000))? {
             if bucket_of(first.at) == a.bucket {
                 return Ok(Some(OldestDue {
                     ord: a.ord,
@@ -588,6 +677,7 @@ pub fn delivery(store: &Store, seq: u64, sink: u16) -> Result<Option<DeliveryRow
 
 /// The live dedupe entry of an idempotency key at `now`, if any.
 pub fn dedupe(store: &Store, tenant: &str, key: &str, now: u64) -> Result<Option<DedupeValue>> {
+    store.fault("dedupe.read")?;
     match store.get(Family::Index, &keys::dedupe_key(tenant, key))? {
         Some(b) => {
             let v = DedupeValue::decode(&b)?;
@@ -774,7 +864,9 @@ mod tests {
         let (_d, store) = store_with_due(&[(2, 10), (3, 20), (2, 30), (2, 40), (3, 50)]);
         let mut b = Batch::new();
         for ord in [2u32, 3] {
-            for r in due_for_tenant(&store, ord, u64::MAX, 0, 10, u64::MAX).unwrap() {
+            for r in
+                due_for_tenant(&store, ord, u64::MAX, 0, 10, u64::MAX, &mut Vec::new()).unwrap()
+            {
                 let f = transitions::claim(&mut b, &r);
                 let d = crate::values::DeliveryRow::new(ord, f.size);
                 transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s");
@@ -811,7 +903,7 @@ mod tests {
     fn a_tenant_dlq_page_reads_only_that_tenants_key_range() {
         let (_d, store) = store_with_due(&[(2, 10), (2, 20), (2, 30)]);
         let mut b = Batch::new();
-        for r in due_for_tenant(&store, 2, u64::MAX, 0, 10, u64::MAX).unwrap() {
+        for r in due_for_tenant(&store, 2, u64::MAX, 0, 10, u64::MAX, &mut Vec::new()).unwrap() {
             let f = transitions::claim(&mut b, &r);
             let d = crate::values::DeliveryRow::new(2, f.size);
             transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s");

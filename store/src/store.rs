@@ -59,6 +59,8 @@ pub struct Store {
     /// What a 2 → 3 migration keeps between its steps on this handle (the
     /// console runs one step per call); empty otherwise.
     pub(crate) migration: Mutex<crate::migrate::HandleState>,
+    /// Armed fault points (tests only; see [`crate::faults`]).
+    pub(crate) faults: crate::faults::Faults,
 }
 
 impl std::fmt::Debug for Store {
@@ -191,6 +193,7 @@ impl Store {
             path: path.to_path_buf(),
             mode: Mode::Primary,
             migration: Mutex::default(),
+            faults: crate::faults::Faults::from_env(),
         })
     }
 
@@ -232,6 +235,7 @@ impl Store {
             path: path.to_path_buf(),
             mode: Mode::Primary,
             migration: Mutex::default(),
+            faults: crate::faults::Faults::from_env(),
         })
     }
 
@@ -247,6 +251,7 @@ impl Store {
             path: path.to_path_buf(),
             mode: Mode::ReadOnly,
             migration: Mutex::default(),
+            faults: crate::faults::Faults::from_env(),
         })
     }
 
@@ -339,7 +344,19 @@ impl Store {
             path: path.to_path_buf(),
             mode,
             migration: Mutex::default(),
+            faults: crate::faults::Faults::from_env(),
         })
+    }
+
+    /// Arms (or, with `None`, disarms) a fault point on this handle. Does
+    /// nothing unless built for tests or with the `faults` feature.
+    pub fn arm_fault(&self, point: &str, action: Option<crate::faults::Action>) {
+        self.faults.arm(point, action);
+    }
+
+    /// Reaches a fault point: `Ok` unless a test armed it.
+    pub fn fault(&self, point: &'static str) -> Result<()> {
+        self.faults.hit(point)
     }
 
     pub fn path(&self) -> &Path {

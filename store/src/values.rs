@@ -323,6 +323,15 @@ impl DeliveryRow {
         }
     }
 
+    /// Appends an entry to the history without counting an attempt (the
+    /// migration's note of a dead-letter time the old release did not keep),
+    /// keeping the history bounded.
+    pub fn note(&mut self, at: u64, status: u16, error: &str) {
+        let attempts = self.attempts;
+        self.record(at, status, error);
+        self.attempts = attempts;
+    }
+
     /// Records an attempt, keeping the history bounded.
     pub fn record(&mut self, at: u64, status: u16, error: &str) {
         self.attempts = self.attempts.saturating_add(1);
@@ -392,28 +401,43 @@ impl DeliveryRow {
 pub mod v2 {
     use super::*;
 
-    pub fn encode_delivery(size: u32, attempts: u16) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8);
+    pub fn encode_delivery(size: u32, attempts: u16, history: &[Attempt]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + history.len() * 24);
         out.push(DELIVERY_V1);
         out.extend_from_slice(&size.to_be_bytes());
         out.extend_from_slice(&attempts.to_be_bytes());
-        out.push(0);
+        let n = history.len().min(u8::MAX as usize);
+        out.push(n as u8);
+        for a in &history[history.len() - n..] {
+            out.extend_from_slice(&a.at.to_be_bytes());
+            out.extend_from_slice(&a.status.to_be_bytes());
+            put_str16(&mut out, &a.error);
+        }
         out
     }
 
+    /// `(size, attempts)`, skipping the history (what the migration's
+    /// lookup keeps per row).
     pub fn decode_delivery(b: &[u8]) -> Result<(u32, u16), DecodeError> {
+        decode_delivery_full(b).map(|(size, attempts, _)| (size, attempts))
+    }
+
+    /// `(size, attempts, history)`.
+    pub fn decode_delivery_full(b: &[u8]) -> Result<(u32, u16, Vec<Attempt>), DecodeError> {
         let mut r = Reader::new(b, "format 2 delivery row");
         r.expect_u8(DELIVERY_V1)?;
         let size = r.u32()?;
         let attempts = r.u16()?;
         let n = r.u8()?;
+        let mut history = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            r.u64()?;
-            r.u16()?;
-            r.str16()?;
+            let at = r.u64()?;
+            let status = r.u16()?;
+            let error = r.str16()?;
+            history.push(Attempt { at, status, error });
         }
         r.finish()?;
-        Ok((size, attempts))
+        Ok((size, attempts, history))
     }
 }
 
@@ -480,7 +504,7 @@ mod tests {
             let u = DedupeValue { seq, expires_at: exp };
             prop_assert_eq!(DedupeValue::decode(&u.encode()).unwrap(), u);
             prop_assert_eq!(HookId::parse(&HookId(seq).to_string()).unwrap(), HookId(seq));
-            prop_assert_eq!(v2::decode_delivery(&v2::encode_delivery(size, 3)).unwrap(), (size, 3));
+            prop_assert_eq!(v2::decode_delivery(&v2::encode_delivery(size, 3, &[])).unwrap(), (size, 3));
         }
 
         #[test]

@@ -91,14 +91,10 @@ fn v2_fixture_upgrades_with_counters_equal_to_a_fold() {
     assert_eq!(migrate::status(&path).unwrap(), migrate::Status::Needed);
     let plan = migrate::plan(&Store::open_read_only_any_format(&path).unwrap()).unwrap();
     assert_eq!(
-        plan.rows,
-        [
-            rep.pending + rep.retrying,
-            rep.inflight,
-            rep.dead,
-            rep.archived_hooks
-        ]
+        plan.rows.iter().sum::<u64>(),
+        rep.pending + rep.retrying + rep.inflight + rep.dead + rep.archived_hooks + rep.quarantined
     );
+    assert!(rep.quarantined > 0, "the fixture holds an unreadable hook");
 
     migrate_all(&path, 500);
     assert_eq!(migrate::status(&path).unwrap(), migrate::Status::Done);
@@ -117,6 +113,11 @@ fn v2_fixture_upgrades_with_counters_equal_to_a_fold() {
     assert_eq!(node.inflight, rep.inflight as i64);
     assert_eq!(node.dead, rep.dead as i64);
     assert_eq!(node.archive_pending, rep.archived_hooks as i64);
+    assert_eq!(
+        ankusa_store::quarantine::count(&store).unwrap(),
+        rep.quarantined as i64,
+        "the unreadable hook's rows are quarantined, not filed under a tenant"
+    );
     // Each ordinal allocated once: 30 tenants, `default` included.
     assert_eq!(tenants::allocated(&store).unwrap(), 30);
     let default = tenants::ord_of(&store, "default")
@@ -134,28 +135,80 @@ fn v2_fixture_upgrades_with_counters_equal_to_a_fold() {
 }
 
 #[test]
-fn an_unreadable_envelope_files_its_rows_under_default() {
+fn an_unreadable_envelope_quarantines_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    v2_fixture(&path, 5, 200);
-    // The fixture's garbage hook is the first hook of tenant index >= 2: find
-    // the hook that does not decode and check where its rows went.
+    let rep = v2_fixture(&path, 5, 200);
     migrate_all(&path, 64);
     let store = Store::open(&path).unwrap();
-    let default = tenants::ord_of(&store, "default").unwrap().unwrap();
     let mut found = false;
     for seq in 1..=200u64 {
-        let raw = queries::hook(&store, seq);
-        if raw.is_err() {
+        if queries::hook(&store, seq).is_err() {
             found = true;
-            for sink in 0..2 {
-                if let Some(row) = queries::delivery(&store, seq, sink).unwrap() {
-                    assert_eq!(row.ord, default);
-                }
+            // Its rows are in no tenant's index (a token scoped to `default`
+            // must not see them): each is in the quarantine, and keeps its
+            // delivery row for the operator.
+            let (rows, _) = ankusa_store::quarantine::page(&store, None, 100).unwrap();
+            let mine: Vec<_> = rows
+                .iter()
+                .filter(|r| ankusa_store::quarantine::delivery_of(&r.key).map(|d| d.0) == Some(seq))
+                .collect();
+            assert!(!mine.is_empty());
+            for r in mine {
+                assert!(r.reason.contains("invalid tenant id"), "{}", r.reason);
+                let (_, sink) = ankusa_store::quarantine::delivery_of(&r.key).unwrap();
+                assert!(queries::delivery(&store, seq, sink).unwrap().is_some());
             }
         }
     }
     assert!(found, "the fixture holds an undecodable hook");
+    assert_eq!(
+        ankusa_store::quarantine::count(&store).unwrap(),
+        rep.quarantined as i64
+    );
+    let report = check::run(&store, |_, _| {}).unwrap();
+    assert!(report.ok(), "{:#?}", report.mismatches);
+}
+
+/// A format 2 row whose key or value does not decode (and a hook whose
+/// tenant id ingest would refuse) is quarantined; the migration finishes.
+#[test]
+fn an_undecodable_old_row_is_quarantined_and_the_migration_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let rep = v2_fixture(&path, 5, 300);
+    {
+        let store = Store::open_any_format(&path).unwrap();
+        drop(store);
+        let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+        let cfs: Vec<_> = names
+            .iter()
+            .map(|n| {
+                rocksdb::ColumnFamilyDescriptor::new(
+                    n,
+                    ankusa_store::schema::family_options(
+                        ankusa_store::Family::from_name(n).unwrap(),
+                    ),
+                )
+            })
+            .collect();
+        let db =
+            rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), &path, cfs).unwrap();
+        let index = db.cf_handle("index").unwrap();
+        // A due key one byte short, and a due value of the wrong width.
+        db.put_cf(index, [b'd', 0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 9])
+            .unwrap();
+        let (k, _) = db.prefix_iterator_cf(index, b"d").nth(3).unwrap().unwrap();
+        db.put_cf(index, &k, [1, 2, 3]).unwrap();
+    }
+    migrate_all(&path, 64);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        ankusa_store::quarantine::count(&store).unwrap(),
+        rep.quarantined as i64 + 2
+    );
+    let report = check::run(&store, |_, _| {}).unwrap();
+    assert!(report.ok(), "{:#?}", report.mismatches);
 }
 
 #[test]
@@ -262,4 +315,52 @@ fn the_cursor_round_trips() {
     assert_eq!(back, c);
     assert_eq!(back.last_key, c.last_key);
     assert!(migrate::Cursor::decode(&[1, 9]).is_err());
+}
+
+/// Every migrated dead row can be found from its delivery row, which is how
+/// the DLQ detail and a replay by id find it (by the last attempt's time):
+/// a row whose old history ended at its dead-letter time keeps that history,
+/// and a row the old release kept no history for gets a note at that time.
+#[test]
+fn migrated_dead_rows_keep_their_history_and_are_found_by_their_last_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let rep = v2_fixture(&path, 20, 2_000);
+    migrate_all(&path, 300);
+    let store = Store::open(&path).unwrap();
+    let mut cursor = None;
+    let (mut dead, mut kept, mut noted) = (0u64, 0u64, 0u64);
+    loop {
+        let page = queries::dlq_page(&store, cursor, 200).unwrap();
+        for r in &page.entries {
+            dead += 1;
+            let d = queries::delivery(&store, r.seq, r.sink).unwrap().unwrap();
+            let last = d
+                .last()
+                .unwrap_or_else(|| panic!("{} has no history", r.hook_id));
+            assert_eq!(
+                last.at, r.at,
+                "{}: last attempt is not the dead-letter time",
+                r.hook_id
+            );
+            assert_eq!(d.attempts, 3);
+            match d.history.len() {
+                3 => {
+                    kept += 1;
+                    assert_eq!(last.status, 500);
+                }
+                1 => {
+                    noted += 1;
+                    assert_eq!(last.error, migrate::DEAD_BEFORE_UPGRADE);
+                }
+                n => panic!("{}: unexpected history of {n}", r.hook_id),
+            }
+        }
+        match page.next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(dead, rep.dead);
+    assert!(kept > 0 && noted > 0, "kept {kept}, noted {noted}");
 }

@@ -172,7 +172,7 @@ fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u6
             if let Some(ord) = ankusa_store::tenants::ord_of(store, TENANTS[t as usize]).unwrap() {
                 let (_, markers) = queries::active_markers(store, *now, usize::MAX).unwrap();
                 let mine: Vec<u64> = markers.iter().filter(|m| m.0 == ord).map(|m| m.1).collect();
-                transitions::cleanup_markers(store, ord, &mine, *now).unwrap();
+                transitions::cleanup_markers(store, ord, &mine, 0, *now).unwrap();
             }
         }
     }
@@ -379,7 +379,7 @@ fn cleanup_keeps_the_marker_of_a_row_enqueued_into_a_stale_second() {
     // A writer commits a row due in second 10 after the tick read the
     // markers and before its cleanup ran: the cleanup must not drop it.
     ingest(&store, &mut alloc, &[("a", 10_700, 1, 1, false)]);
-    let c = transitions::cleanup_markers(&store, ord, &seen, now).unwrap();
+    let c = transitions::cleanup_markers(&store, ord, &seen, 0, now).unwrap();
     assert!(
         c.deleted.is_empty(),
         "deleted the marker of a due row: {c:?}"
@@ -390,7 +390,7 @@ fn cleanup_keeps_the_marker_of_a_row_enqueued_into_a_stale_second() {
     let mut b = Batch::new();
     transitions::claim(&mut b, &first);
     store.commit(b, false).unwrap();
-    let c = transitions::cleanup_markers(&store, ord, &seen, now).unwrap();
+    let c = transitions::cleanup_markers(&store, ord, &seen, 0, now).unwrap();
     assert_eq!(c.deleted, vec![10]);
     assert_consistent(&store);
 }
@@ -420,7 +420,7 @@ fn active_tenants_returns_only_tenants_with_due_rows() {
         by.entry(o).or_default().push(bk);
     }
     for (o, bks) in by {
-        transitions::cleanup_markers(&store, o, &bks, now).unwrap();
+        transitions::cleanup_markers(&store, o, &bks, 0, now).unwrap();
     }
     let active = queries::active_tenants(&store, now, 4096).unwrap();
     let ords: Vec<u32> = active.iter().map(|a| a.ord).collect();
@@ -467,7 +467,8 @@ fn per_tenant_reads_and_purge_touch_one_tenant() {
         .unwrap()
         .unwrap();
     let quiet_before = queries::counters(&store, quiet).unwrap();
-    let quiet_due = queries::due_for_tenant(&store, quiet, 10_000, 0, 100, u64::MAX).unwrap();
+    let quiet_due =
+        queries::due_for_tenant(&store, quiet, 10_000, 0, 100, u64::MAX, &mut Vec::new()).unwrap();
     assert!(quiet_due.iter().all(|r| r.ord == quiet));
     assert_eq!(quiet_due.len() as i64, quiet_before.pending);
     let page = queries::dlq_page_for_tenant(&store, quiet, None, 100).unwrap();

@@ -461,6 +461,7 @@ impl Source {
             oldest,
             oldest_name,
             format: s.format()?,
+            quarantined: ankusa_store::quarantine::count(s)?,
         })
     }
 
@@ -885,6 +886,9 @@ pub struct Overview {
     pub oldest: Option<OldestDue>,
     pub oldest_name: Option<String>,
     pub format: Option<u32>,
+    /// Rows moved to the quarantine because they did not decode (one
+    /// counter read).
+    pub quarantined: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -269,6 +269,20 @@ fn overview(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         ),
         kv("daemon", daemon),
     ];
+    if o.quarantined != 0 {
+        // Shown only when there is something to act on, and in the warning
+        // colour: each is an acknowledged hook the node cannot deliver.
+        lines.push(Line::from(vec![
+            Span::styled(format!("  {:<18}", "quarantined"), theme.fg(Color::Cyan)),
+            Span::styled(
+                format!(
+                    "{} rows that do not decode: ankusa store quarantine list; ankusa store repair",
+                    num(o.quarantined)
+                ),
+                theme.fg(Color::Yellow),
+            ),
+        ]));
+    }
     for n in &app.notices {
         lines.push(Line::from(Span::styled(
             format!("  {n}"),

@@ -273,3 +273,48 @@ fn the_write_mode_header_and_a_store_the_console_never_creates() {
         .expect("seq");
     assert_eq!(before, after);
 }
+
+/// A store with a quarantined row (a due row that did not decode, moved
+/// aside as the dispatcher does): the overview says how many and what to
+/// run, and an ordinary store shows no such line.
+#[test]
+fn the_overview_shows_quarantined_rows() {
+    use ankusa_store::{quarantine::Undecodable, queries, transitions, Batch, DecodeError};
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    {
+        let store = Store::open(dir.path()).expect("open");
+        let row = (1..50)
+            .find_map(|ord| queries::first_due(&store, ord).expect("read"))
+            .expect("a due row");
+        // The due key's documented layout: D ord at seq sink.
+        let mut key = vec![b'D'];
+        key.extend_from_slice(&row.ord.to_be_bytes());
+        key.extend_from_slice(&row.at.to_be_bytes());
+        key.extend_from_slice(&row.seq.to_be_bytes());
+        key.extend_from_slice(&row.sink.to_be_bytes());
+        let bad = Undecodable {
+            key,
+            value: vec![0xFF],
+            error: DecodeError::new("due value", "too short"),
+        };
+        let mut b = Batch::new();
+        transitions::quarantine_due(&mut b, &bad, Some(row.size), 0);
+        store.commit(b, true).expect("commit");
+    }
+    let mut src = open(dir.path(), false);
+    let mut app = app_for(&src, 120, 30);
+    start(&mut app, &mut src);
+    let screen = render(&app);
+    assert!(
+        screen.contains("quarantined       1 rows that do not decode"),
+        "{screen}"
+    );
+
+    let clean = tempfile::tempdir().expect("tempdir");
+    fixture_store(clean.path());
+    let mut src = open(clean.path(), false);
+    let mut app = app_for(&src, 120, 30);
+    start(&mut app, &mut src);
+    assert!(!render(&app).contains("quarantined"));
+}
