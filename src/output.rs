@@ -1,6 +1,14 @@
-//! Human output helpers: aligned tables, durations, byte sizes.
+//! Output helpers: `--json` (pretty JSON on stdout), and for humans
+//! aligned tables, durations, byte sizes. Below the command line, the
+//! benches and the demo, which all print through it.
 
 use std::fmt::Write as _;
+
+/// Prints a value as pretty JSON on stdout (every `--json`).
+pub fn print_json<T: serde::Serialize>(v: &T) -> color_eyre::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
 
 /// Renders rows as left-aligned columns (numbers right-aligned).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {

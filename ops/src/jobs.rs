@@ -21,14 +21,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ankusa_store::transitions::{self, PurgeKinds};
-use ankusa_store::{audit, jobs as stored, queries, Batch, HookId, Store};
+use ankusa_store::{audit, jobs as stored, queries, Batch, Store};
 
 use crate::access::Principal;
 use crate::model::{
     AuditPage, AuditRecord, DryRun, Job, JobProgress, JobSpec, JobState, Kinds, PurgeCounts,
     ReplayRequest,
 };
-use crate::replay::{self, Scope};
+use crate::replay::{self, Pick, Scope};
 use crate::{OpsError, Result};
 
 /// Jobs looked at when listing or resuming (newest first).
@@ -81,16 +81,22 @@ pub fn parse_kinds(list: &[String]) -> Result<Kinds> {
     Ok(k)
 }
 
-fn kinds_label(k: Kinds) -> &'static str {
-    match (k.pending, k.dead) {
-        (true, true) => "pending+dead",
-        (true, false) => "pending",
-        _ => "dead",
+fn purge_scope(tenant: &str, k: Kinds) -> String {
+    format!("tenant {tenant}, kinds {}", k.label())
+}
+
+/// A job's action and scope, as its audit records name them.
+fn action_scope(job: &Job) -> (&'static str, String) {
+    match &job.spec {
+        JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
+        JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
     }
 }
 
-fn purge_scope(tenant: &str, k: Kinds) -> String {
-    format!("tenant {tenant}, kinds {}", kinds_label(k))
+/// What a job does, in words: `purge tenant acme, kinds pending+dead`.
+pub fn describe(job: &Job) -> String {
+    let (action, scope) = action_scope(job);
+    format!("{action} {scope}")
 }
 
 /// What a purge of `tenant` would remove now: its counters.
@@ -118,37 +124,33 @@ fn resolve_replay(
     now: u64,
 ) -> Result<ResolvedReplay> {
     let ranged = req.from.is_some() || req.to.is_some();
-    if !req.ids.is_empty() {
+    if !req.ids.is_empty() || !req.rows.is_empty() {
         if req.tenant.is_some() || ranged {
             return Err(OpsError::BadRequest(
-                "replay by ids, or by tenant and/or time range, not both".into(),
+                "replay by ids and rows, or by tenant and/or time range, not both".into(),
             ));
         }
-        if req.ids.len() > MAX_IDS {
+        let named = req.ids.len() + req.rows.len();
+        if named > MAX_IDS {
             return Err(OpsError::BadRequest(format!(
-                "at most {MAX_IDS} hook ids per replay (got {}); replay by tenant or time range instead",
-                req.ids.len()
+                "at most {MAX_IDS} hook ids and rows per replay (got {named}); replay by tenant or time range instead"
             )));
         }
-        let mut ids = Vec::with_capacity(req.ids.len());
-        for s in &req.ids {
-            ids.push(crate::reads::parse_hook_id(s)?);
-        }
-        // A hook named twice would be revived twice in one batch and
+        // A row named twice would be revived twice in one batch and
         // counted out of `dead` twice.
-        ids.sort();
-        ids.dedup();
-        // A scoped caller's ids reach its own tenant's rows only; another
+        let mut picks = parse_picks(req)?;
+        replay::normalize(&mut picks);
+        // A scoped caller's picks reach its own tenant's rows only; another
         // tenant's hook counts as nothing, exactly like a missing one, so
         // the answer says nothing about other tenants.
         let tenant = match &who.tenant {
             Some(own) => Some(who.tenant_ord(store, own)?),
             None => None,
         };
-        let label = format!("{} hook id(s)", ids.len());
+        let label = replay_label(&picked_request(&picks));
         return Ok(ResolvedReplay {
-            scope: Scope::Ids {
-                ids,
+            scope: Scope::Picked {
+                picks,
                 tenant,
                 before: now.saturating_add(1),
             },
@@ -177,11 +179,10 @@ fn resolve_replay(
         )));
     }
     let label = replay_label(&ReplayRequest {
-        ids: Vec::new(),
         tenant: tenant.map(str::to_owned),
         from: Some(from),
         to: Some(to),
-        dry_run: false,
+        ..ReplayRequest::default()
     });
     Ok(ResolvedReplay {
         scope: Scope::Range {
@@ -381,8 +382,10 @@ pub fn start_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: u6
             fixed.from = Some(*from);
             fixed.to = Some(*to);
         }
-        Scope::Ids { ids, before, .. } => {
-            fixed.ids = ids.iter().map(ToString::to_string).collect();
+        Scope::Picked { picks, before, .. } => {
+            let named = picked_request(picks);
+            fixed.ids = named.ids;
+            fixed.rows = named.rows;
             fixed.to = Some(*before);
         }
     }
@@ -425,10 +428,7 @@ pub fn run(
     job.state = finished;
     let at = now();
     job.finished_at = Some(at);
-    let (action, scope) = match &job.spec {
-        JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
-        JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
-    };
+    let (action, scope) = action_scope(&job);
     let outcome = if finished == JobState::Done {
         "done"
     } else {
@@ -453,9 +453,32 @@ pub fn run(
     Ok(job)
 }
 
+/// Rows named in a replay's scope label before the rest is counted.
+const ROWS_LISTED: usize = 5;
+
+/// The scope of a replay in words: exactly what it names. Picks list their
+/// rows (the first [`ROWS_LISTED`]), so the audit log says which rows.
 fn replay_label(r: &ReplayRequest) -> String {
-    if !r.ids.is_empty() {
-        return format!("{} hook id(s)", r.ids.len());
+    if !r.ids.is_empty() || !r.rows.is_empty() {
+        let mut parts = Vec::new();
+        if !r.ids.is_empty() {
+            parts.push(format!(
+                "{} hook id(s), each with every dead sink",
+                r.ids.len()
+            ));
+        }
+        if !r.rows.is_empty() {
+            let mut listed: Vec<String> = r.rows.iter().take(ROWS_LISTED).cloned().collect();
+            if r.rows.len() > ROWS_LISTED {
+                listed.push(format!("and {} more", r.rows.len() - ROWS_LISTED));
+            }
+            parts.push(format!(
+                "{} dead row(s) {}",
+                r.rows.len(),
+                listed.join(", ")
+            ));
+        }
+        return parts.join("; ");
     }
     let mut s = match &r.tenant {
         Some(t) => format!("tenant {t}"),
@@ -542,7 +565,7 @@ fn run_replay(
     stop: &AtomicBool,
     progress: &mut impl FnMut(&Job),
 ) -> Result<bool> {
-    let ranged = req.ids.is_empty();
+    let ranged = req.ids.is_empty() && req.rows.is_empty();
     let mut scope = if ranged {
         Scope::Range {
             from: req.from.unwrap_or(0),
@@ -551,12 +574,9 @@ fn run_replay(
             after: job.replay_after,
         }
     } else {
-        let mut ids = Vec::with_capacity(req.ids.len());
-        for s in &req.ids {
-            ids.push(HookId::parse(s).map_err(|e| OpsError::BadRequest(e.to_string()))?);
-        }
-        Scope::Ids {
-            ids,
+        // Fixed when the job was created: already normalized.
+        Scope::Picked {
+            picks: parse_picks(req)?,
             tenant: ord,
             before: req.to.unwrap_or(u64::MAX),
         }
@@ -601,6 +621,55 @@ fn run_replay(
             return Ok(true);
         }
     }
+}
+
+/// A replay's hook ids (each: every dead sink) and rows (`hk_...:SINK`:
+/// that sink's row) as picks.
+fn parse_picks(req: &ReplayRequest) -> Result<Vec<Pick>> {
+    let mut picks = Vec::with_capacity(req.ids.len() + req.rows.len());
+    for s in &req.ids {
+        picks.push(Pick {
+            hook: crate::reads::parse_hook_id(s)?,
+            sink: None,
+        });
+    }
+    for s in &req.rows {
+        picks.push(parse_row(s)?);
+    }
+    Ok(picks)
+}
+
+/// Parses a dead row's name ([`crate::model::row_name`]): `hk_` + 16 hex
+/// digits, `:`, the sink.
+pub fn parse_row(s: &str) -> Result<Pick> {
+    let bad = || {
+        OpsError::BadRequest(format!(
+            "{s:?} is not a dead row: a hook id, a colon and a sink (hk_0000000000000001:0)"
+        ))
+    };
+    let (hook, sink) = s.split_once(':').ok_or_else(bad)?;
+    let sink: u16 = sink.parse().map_err(|_| bad())?;
+    if sink >= replay::MAX_SINKS {
+        return Err(bad());
+    }
+    Ok(Pick {
+        hook: crate::reads::parse_hook_id(hook)?,
+        sink: Some(sink),
+    })
+}
+
+/// The names of `picks`, as a request carries them.
+fn picked_request(picks: &[Pick]) -> ReplayRequest {
+    let mut r = ReplayRequest::default();
+    for p in picks {
+        match p.sink {
+            None => r.ids.push(p.hook.to_string()),
+            Some(sink) => r
+                .rows
+                .push(crate::model::row_name(&p.hook.to_string(), sink)),
+        }
+    }
+    r
 }
 
 fn decode(id: u64, bytes: &[u8]) -> Result<Job> {
@@ -687,6 +756,38 @@ pub fn audit_page(
 mod tests {
     use super::*;
     use ankusa_store::tenants::TenantAllocator;
+
+    #[test]
+    fn a_row_is_named_by_hook_and_sink_and_the_label_lists_it() {
+        let row = |s: u16| Pick {
+            hook: ankusa_store::HookId(1),
+            sink: Some(s),
+        };
+        assert_eq!(parse_row("hk_0000000000000001:1").unwrap(), row(1));
+        for bad in [
+            "hk_0000000000000001",
+            "hk_0000000000000001:",
+            "hk_0000000000000001:x",
+            "hk_0000000000000001:64",
+            "nope:1",
+        ] {
+            assert!(
+                matches!(parse_row(bad), Err(OpsError::BadRequest(_))),
+                "{bad}"
+            );
+        }
+        let named = picked_request(&[row(1)]);
+        assert_eq!(named.rows, ["hk_0000000000000001:1"]);
+        assert_eq!(replay_label(&named), "1 dead row(s) hk_0000000000000001:1");
+        let whole = Pick {
+            hook: ankusa_store::HookId(2),
+            sink: None,
+        };
+        assert_eq!(
+            replay_label(&picked_request(&[row(0), whole])),
+            "1 hook id(s), each with every dead sink; 1 dead row(s) hk_0000000000000001:0"
+        );
+    }
 
     #[test]
     fn jobs_created_at_once_get_distinct_ids() {

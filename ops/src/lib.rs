@@ -22,7 +22,8 @@
 //!   (the daemon's dispatcher too).
 //! - [`preview`]: the bounded, redacted view of a hook (the API's and the
 //!   console's).
-//! - [`client`]: HTTP over the admin socket; [`socket_path`] says where it is.
+//! - [`client`]: HTTP over the admin socket; [`socket_path`] says where it
+//!   is, [`routes`] what its paths are.
 //! - [`operator`]: the one type callers act through, daemon or store.
 
 pub mod access;
@@ -33,6 +34,7 @@ pub mod operator;
 pub mod preview;
 pub mod reads;
 pub mod replay;
+pub mod routes;
 pub mod rowlock;
 
 use std::path::{Path, PathBuf};

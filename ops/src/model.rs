@@ -141,6 +141,47 @@ pub struct Kinds {
 }
 
 impl Kinds {
+    pub const BOTH: Kinds = Kinds {
+        pending: true,
+        dead: true,
+    };
+
+    /// `pending+dead`, `pending` or `dead`: the one label scopes, audit
+    /// records and job descriptions use.
+    pub fn label(&self) -> &'static str {
+        match (self.pending, self.dead) {
+            (true, true) => "pending+dead",
+            (true, false) => "pending",
+            (false, true) => "dead",
+            (false, false) => "nothing",
+        }
+    }
+
+    /// The rows these kinds take, in words (the console's guard).
+    pub fn rows(&self) -> &'static str {
+        match (self.pending, self.dead) {
+            (true, true) => "pending (due and scheduled) and dead rows",
+            (true, false) => "pending (due and scheduled) rows",
+            (false, true) => "dead rows",
+            (false, false) => "nothing",
+        }
+    }
+
+    /// The console's choices in turn: both, pending only, dead only.
+    pub fn next(&self) -> Kinds {
+        match (self.pending, self.dead) {
+            (true, true) => Kinds {
+                pending: true,
+                dead: false,
+            },
+            (true, false) => Kinds {
+                pending: false,
+                dead: true,
+            },
+            _ => Kinds::BOTH,
+        }
+    }
+
     /// The request's form: `["pending", "dead"]`.
     pub fn names(&self) -> Vec<String> {
         [(self.pending, "pending"), (self.dead, "dead")]
@@ -151,12 +192,17 @@ impl Kinds {
     }
 }
 
-/// A replay's selection, as asked.
+/// A replay's selection, as asked. Its unit is the dead delivery row
+/// `(hook, sink)`: a dry run, a job's progress and the audit count rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayRequest {
-    /// Hook ids (`hk_...`); every dead sink of each.
+    /// Hook ids (`hk_...`): each names the dead rows of every sink that
+    /// dead-lettered the hook.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<String>,
+    /// Dead rows (`hk_...:SINK`): each names one hook's row for one sink.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<String>,
     /// One tenant's dead rows (alone, or to narrow a time range).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
@@ -168,6 +214,11 @@ pub struct ReplayRequest {
     pub to: Option<u64>,
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// The name of one dead row in [`ReplayRequest::rows`]: `hk_...:SINK`.
+pub fn row_name(hook_id: &str, sink: u16) -> String {
+    format!("{hook_id}:{sink}")
 }
 
 /// A purge request body.

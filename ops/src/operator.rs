@@ -21,6 +21,7 @@ use crate::model::{
     DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, PurgeRequest, ReplayRequest, TenantDetail,
     TenantsPage,
 };
+use crate::routes::{self, encode as enc};
 use crate::{jobs, reads, Result};
 
 /// Where operations go. `S` is how the store is held: owned (`Box<Store>`,
@@ -33,20 +34,6 @@ pub enum Operator<S = Box<Store>> {
         store: S,
         who: Principal,
     },
-}
-
-/// Percent-encodes a path segment or query value (tenant ids and cursors
-/// are plain, but nothing typed by a user goes into a URL raw).
-fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// What a destructive call answered.
@@ -65,7 +52,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
     ) -> Result<TenantsPage> {
         match self {
             Operator::Daemon(c) => {
-                let mut q = format!("/v1/admin/tenants?limit={limit}");
+                let mut q = format!("{}?limit={limit}", routes::TENANTS);
                 if let Some(s) = sort {
                     q.push_str(&format!("&sort={}", enc(s)));
                 }
@@ -80,7 +67,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
 
     pub fn tenant(&self, tenant: &str) -> Result<TenantDetail> {
         match self {
-            Operator::Daemon(c) => c.get(&format!("/v1/admin/tenants/{}", enc(tenant))),
+            Operator::Daemon(c) => c.get(&routes::fill(routes::TENANT, tenant)),
             Operator::Store { store, who } => {
                 reads::tenant_detail(store, who, tenant, ankusa_store::system_now_ms())
             }
@@ -96,7 +83,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
     ) -> Result<DlqPage> {
         match self {
             Operator::Daemon(c) => {
-                let mut q = format!("/v1/admin/dlq?limit={limit}");
+                let mut q = format!("{}?limit={limit}", routes::DLQ);
                 if order == DlqOrder::OldestFirst {
                     q.push_str("&order=oldest_first");
                 }
@@ -116,7 +103,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
 
     pub fn dlq_entry(&self, id: &str) -> Result<DlqDetail> {
         match self {
-            Operator::Daemon(c) => c.get(&format!("/v1/admin/dlq/{}", enc(id))),
+            Operator::Daemon(c) => c.get(&routes::fill(routes::DLQ_ENTRY, id)),
             Operator::Store { store, who } => reads::dlq_detail(store, who, id),
         }
     }
@@ -130,7 +117,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
                     kinds: kinds.names(),
                     dry_run,
                 };
-                let path = format!("/v1/admin/tenants/{}/purge", enc(tenant));
+                let path = routes::fill(routes::PURGE, tenant);
                 if dry_run {
                     c.post(&path, &req).map(Action::Counted)
                 } else {
@@ -155,9 +142,9 @@ impl<S: Deref<Target = Store>> Operator<S> {
         match self {
             Operator::Daemon(c) => {
                 if dry_run {
-                    c.post("/v1/admin/replay", &req).map(Action::Counted)
+                    c.post(routes::REPLAY, &req).map(Action::Counted)
                 } else {
-                    c.post("/v1/admin/replay", &req)
+                    c.post(routes::REPLAY, &req)
                         .map(|j| Action::Started(Box::new(j)))
                 }
             }
@@ -186,7 +173,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
                 let mut j = job;
                 while j.state == JobState::Running {
                     std::thread::sleep(Duration::from_millis(200));
-                    j = c.get(&format!("/v1/admin/jobs/{}", j.id))?;
+                    j = c.get(&routes::fill(routes::JOB, &j.id.to_string()))?;
                     progress(&j);
                 }
                 Ok(j)

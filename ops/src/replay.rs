@@ -1,5 +1,9 @@
-//! Replay: dead rows back to due (kind 0), by hook id, by tenant, or by
-//! dead-letter time range, with a dry run that only counts.
+//! Replay: dead rows back to due (kind 0), with a dry run that only counts.
+//!
+//! The unit is the dead delivery row `(hook, sink)`: what the DLQ lists,
+//! what `dead` counts, what a dry run counts and what a job's progress
+//! counts. Rows are picked one by one (a hook and a sink), by hook (each of
+//! its dead sinks), by tenant, or by dead-letter time range.
 //!
 //! Called by the replay jobs ([`crate::jobs`]) on the store they run on
 //! (the daemon's, or one a caller holds with no daemon running).
@@ -28,15 +32,38 @@ use serde::Serialize;
 /// config refuses more), so a hook has at most this many delivery rows.
 pub const MAX_SINKS: u16 = 64;
 
+/// Dead rows picked by hook: the row of one sink, or (`sink: None`) the
+/// row of each sink that dead-lettered the hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pick {
+    pub hook: HookId,
+    pub sink: Option<u16>,
+}
+
+/// Sorts `picks` and drops those that name a row twice (the same pick
+/// again, or one sink of a hook also picked whole): a row named twice would
+/// be counted twice by a dry run, and revived twice in one batch.
+pub fn normalize(picks: &mut Vec<Pick>) {
+    picks.sort();
+    picks.dedup();
+    let whole: std::collections::HashSet<HookId> = picks
+        .iter()
+        .filter(|p| p.sink.is_none())
+        .map(|p| p.hook)
+        .collect();
+    picks.retain(|p| p.sink.is_none() || !whole.contains(&p.hook));
+}
+
 /// Which dead rows to replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
-    /// Every dead row of these hooks (all their sinks) dead-lettered
-    /// before `before` (ms), of tenant `tenant` only when given: a scoped
-    /// caller's ids never reach another tenant's rows, and a row that dies
-    /// again after the replay started is not replayed again.
-    Ids {
-        ids: Vec<HookId>,
+    /// The dead rows these picks name (normalized: [`normalize`]),
+    /// dead-lettered before `before` (ms), of tenant `tenant` only when
+    /// given: a scoped caller's picks never reach another tenant's rows,
+    /// and a row that dies again after the replay started is not replayed
+    /// again.
+    Picked {
+        picks: Vec<Pick>,
         tenant: Option<u32>,
         before: u64,
     },
@@ -96,21 +123,24 @@ pub fn replay_with(
     };
     let chunk = transitions::CHUNK;
     match scope {
-        Scope::Ids {
-            ids,
+        Scope::Picked {
+            picks,
             tenant,
             before,
         } => {
-            for part in ids.chunks(chunk / usize::from(MAX_SINKS).max(1)) {
+            for part in picks.chunks(chunk / usize::from(MAX_SINKS).max(1)) {
                 if remaining(limit, &out) == 0 {
                     break;
                 }
                 let _rows = crate::rowlock::hold();
                 let mut rows = Vec::new();
-                for id in part {
+                for p in part {
+                    let dead = match p.sink {
+                        None => dead_rows_of(store, p.hook.0)?,
+                        Some(sink) => dead_row_of(store, p.hook.0, sink)?.into_iter().collect(),
+                    };
                     rows.extend(
-                        dead_rows_of(store, id.0)?
-                            .into_iter()
+                        dead.into_iter()
                             .filter(|r| r.at < *before && tenant.is_none_or(|t| r.ord == t)),
                     );
                 }
@@ -322,6 +352,95 @@ mod tests {
     }
 
     #[test]
+    fn a_pick_names_one_sinks_row_and_a_hook_pick_every_dead_sink() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+        let seq = store.next_seq().unwrap();
+        let env = Envelope {
+            received_at: 1_000,
+            source_id: "s".into(),
+            tenant: "a".into(),
+            idempotency_key: None,
+            headers: vec![],
+            body: vec![7; 10],
+        };
+        let mut b = Batch::new();
+        let res = alloc.resolve(&store, ["a"], &mut b).unwrap();
+        let ord = res.ord("a", 100).unwrap();
+        let due = transitions::ingest(
+            &mut b,
+            &IngestHook {
+                seq,
+                ord,
+                envelope: &env,
+                sinks: 2,
+                archive: false,
+                dedupe_expires_at: None,
+            },
+        );
+        for row in &due {
+            let f = transitions::claim(&mut b, row);
+            let mut d = DeliveryRow::new(ord, f.size);
+            d.record(10_000, 500, "boom");
+            transitions::dead_letter(&mut b, &f, &d, 10_000, "s");
+        }
+        store.commit(b, true).unwrap();
+        alloc.committed(res);
+        let hook = HookId(seq);
+        let sink = |s| Pick {
+            hook,
+            sink: Some(s),
+        };
+        let whole = Pick { hook, sink: None };
+
+        // Naming a row twice, or a row of a hook also named whole, is one
+        // name: a dry run would count it twice otherwise.
+        let mut named = vec![sink(1), whole, sink(1), sink(0)];
+        normalize(&mut named);
+        assert_eq!(named, vec![whole]);
+        let mut named = vec![sink(1), sink(1)];
+        normalize(&mut named);
+        assert_eq!(named, vec![sink(1)]);
+
+        let picked = |picks| Scope::Picked {
+            picks,
+            tenant: None,
+            before: u64::MAX,
+        };
+        let r = replay(&store, &picked(vec![whole]), 50_000, true, u64::MAX, |_| {}).unwrap();
+        assert_eq!(r.matched, 2, "a hook pick: each dead sink");
+        let r = replay(
+            &store,
+            &picked(vec![sink(1)]),
+            50_000,
+            true,
+            u64::MAX,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(r.matched, 1, "a row pick: that sink alone");
+        let r = replay(
+            &store,
+            &picked(vec![sink(1)]),
+            50_000,
+            false,
+            u64::MAX,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!((r.matched, r.revived), (1, 1));
+        let left: Vec<u16> = dead_rows_of(&store, seq)
+            .unwrap()
+            .iter()
+            .map(|r| r.sink)
+            .collect();
+        assert_eq!(left, vec![0], "the other sink stays dead");
+        assert_eq!(counts(&store), (1, 1));
+        assert_checks(&store);
+    }
+
+    #[test]
     fn a_chunked_range_replay_continues_after_its_last_row() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create_or_open(&dir.path().join("s")).unwrap();
@@ -364,8 +483,17 @@ mod tests {
 
         // By id: a dry run counts, then one row is revived.
         let id = HookId(rows[0].1);
-        let scope = Scope::Ids {
-            ids: vec![id, HookId(999_999)],
+        let scope = Scope::Picked {
+            picks: vec![
+                Pick {
+                    hook: id,
+                    sink: None,
+                },
+                Pick {
+                    hook: HookId(999_999),
+                    sink: None,
+                },
+            ],
             tenant: None,
             before: u64::MAX,
         };

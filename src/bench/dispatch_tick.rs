@@ -30,8 +30,8 @@ use ankusa_store::Store;
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde::Serialize;
 
-use crate::cli::print_json;
 use crate::daemon::dispatch::{plan_tick, DispatchSettings};
+use crate::output::print_json;
 
 /// Active tenants per cell; the stores are built by `gauges::build`.
 const ACTIVE: u32 = 8;

@@ -24,7 +24,7 @@ use ankusa_store::{queries, Batch, Envelope, Store};
 use color_eyre::eyre::Result;
 use serde::Serialize;
 
-use crate::cli::print_json;
+use crate::output::print_json;
 
 const ACTIVE: u32 = 8;
 const WRITER_RATE: u64 = 3000;

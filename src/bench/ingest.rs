@@ -25,8 +25,8 @@ use ankusa_store::{Batch, Envelope, Store};
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde::Serialize;
 
-use crate::cli::print_json;
 use crate::daemon::{Daemon, Settings, SystemClock};
+use crate::output::print_json;
 
 const TENANTS: u64 = 100;
 const BODY_BYTES: usize = 256;

@@ -17,7 +17,7 @@ use ankusa_store::{check, Store};
 use color_eyre::eyre::{bail, Result};
 use serde::Serialize;
 
-use crate::cli::print_json;
+use crate::output::print_json;
 
 /// The rate the issue targets on the reference two-core machine.
 const TARGET_ROWS_PER_S: f64 = 200_000.0;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use ankusa_ops::access::{Peer, Principal};
 use ankusa_ops::client::{Client, Probe};
-use ankusa_ops::model::{Job, JobSpec, JobState};
+use ankusa_ops::model::{Job, JobState};
 use ankusa_ops::operator::Operator;
 use ankusa_store::{Store, StoreError};
 use color_eyre::eyre::{eyre, Result, WrapErr};
@@ -65,7 +65,7 @@ pub fn finish_leftovers(op: &Operator) -> Result<()> {
             "ankusa: finishing job {} (started by {}, interrupted): {}",
             job.id,
             job.by.name,
-            describe(&job)
+            ankusa_ops::jobs::describe(&job)
         );
         let done = op.finish(job, |_| {})?;
         eprintln!(
@@ -114,29 +114,6 @@ pub fn state(j: &Job) -> &'static str {
         JobState::Running => "running",
         JobState::Done => "done",
         JobState::Failed => "failed",
-    }
-}
-
-pub fn describe(j: &Job) -> String {
-    match &j.spec {
-        JobSpec::Purge { tenant, kinds, .. } => format!(
-            "purge tenant {tenant} ({})",
-            match (kinds.pending, kinds.dead) {
-                (true, true) => "pending+dead",
-                (true, false) => "pending",
-                _ => "dead",
-            }
-        ),
-        JobSpec::Replay { request, .. } => {
-            if !request.ids.is_empty() {
-                format!("replay {} hook id(s)", request.ids.len())
-            } else {
-                match &request.tenant {
-                    Some(t) => format!("replay tenant {t}"),
-                    None => "replay a time range".to_owned(),
-                }
-            }
-        }
     }
 }
 

@@ -7,8 +7,9 @@ use std::time::SystemTime;
 use color_eyre::eyre::{eyre, Result};
 
 use super::backend;
-use super::{print_json, DlqCommand};
+use super::DlqCommand;
 use crate::output;
+use crate::output::print_json;
 use ankusa_ops::model::{DlqDetail, ReplayRequest};
 use ankusa_ops::operator::Action;
 
@@ -81,6 +82,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             store,
             admin,
             ids,
+            rows,
             tenant,
             since,
             from,
@@ -99,6 +101,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             };
             let req = ReplayRequest {
                 ids,
+                rows,
                 tenant,
                 from,
                 to: until.map(|t| ms(t.into())),

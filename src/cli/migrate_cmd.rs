@@ -9,8 +9,8 @@ use ankusa_store::migrate::{self, Cursor, Migration, Phase, Status};
 use ankusa_store::{check, tenants, Store};
 use color_eyre::eyre::{bail, Result};
 
-use super::print_json;
 use crate::output;
+use crate::output::print_json;
 
 pub fn run(
     path: &Path,

@@ -335,9 +335,13 @@ pub enum DlqCommand {
         store: StoreArg,
         #[command(flatten)]
         admin: AdminArg,
-        /// Hook ids (repeat, or comma-separated).
+        /// Hook ids, each with every dead sink (repeat, or comma-separated).
         #[arg(long = "id", value_delimiter = ',', conflicts_with_all = ["tenant", "since", "from", "until"])]
         ids: Vec<String>,
+        /// Dead rows, each one hook's sink: HOOK_ID:SINK as `dlq list`
+        /// shows them (repeat, or comma-separated).
+        #[arg(long = "row", value_delimiter = ',', conflicts_with_all = ["tenant", "since", "from", "until"])]
+        rows: Vec<String>,
         /// One tenant's dead rows (all of them, or within --since/--from/--until).
         #[arg(long)]
         tenant: Option<String>,
@@ -503,10 +507,4 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
 }

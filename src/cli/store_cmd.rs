@@ -7,8 +7,8 @@ use std::time::Instant;
 use ankusa_store::{check, fixture, info, Store};
 use color_eyre::eyre::{bail, Result, WrapErr};
 
-use super::{print_json, QuarantineCommand, StoreCommand};
-use crate::output;
+use super::{QuarantineCommand, StoreCommand};
+use crate::output::{self, print_json};
 
 pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
     match cmd {

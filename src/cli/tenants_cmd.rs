@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use color_eyre::eyre::{eyre, Result};
 
 use super::backend;
-use super::{print_json, TenantsCommand};
+use super::TenantsCommand;
 use crate::output;
+use crate::output::print_json;
 use ankusa_ops::model::{DlqEntry, TenantDetail, TenantsPage};
 use ankusa_ops::operator::Action;
 

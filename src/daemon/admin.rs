@@ -38,7 +38,7 @@ use super::config::AdminSettings;
 use super::metrics::Metrics;
 use ankusa_ops::access::{self, Peer, Principal};
 use ankusa_ops::model::{DaemonInfo, Job, JobsPage, PurgeRequest, ReplayRequest};
-use ankusa_ops::{jobs, reads, OpsError};
+use ankusa_ops::{jobs, reads, routes, OpsError};
 
 /// Runs jobs on blocking threads and stops them on shutdown.
 #[derive(Default)]
@@ -208,17 +208,17 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &Bytes) -> ApiResult<T> {
 /// The admin router.
 pub fn router(state: Arc<AdminState>) -> Router {
     Router::new()
-        .route("/v1/admin/stats", get(stats))
-        .route("/v1/admin/tenants", get(tenants))
-        .route("/v1/admin/tenants/{tenant}", get(tenant))
-        .route("/v1/admin/tenants/{tenant}/purge", post(purge))
-        .route("/v1/admin/dlq", get(dlq))
-        .route("/v1/admin/dlq/{hook_id}", get(dlq_entry))
-        .route("/v1/admin/replay", post(replay))
-        .route("/v1/admin/jobs", get(jobs_list))
-        .route("/v1/admin/jobs/{id}", get(job))
-        .route("/v1/admin/audit", get(audit))
-        .route("/metrics", get(metrics))
+        .route(routes::STATS, get(stats))
+        .route(routes::TENANTS, get(tenants))
+        .route(routes::TENANT, get(tenant))
+        .route(routes::PURGE, post(purge))
+        .route(routes::DLQ, get(dlq))
+        .route(routes::DLQ_ENTRY, get(dlq_entry))
+        .route(routes::REPLAY, post(replay))
+        .route(routes::JOBS, get(jobs_list))
+        .route(routes::JOB, get(job))
+        .route(routes::AUDIT, get(audit))
+        .route(routes::METRICS, get(metrics))
         .fallback(|| async {
             ApiError(OpsError::NotFound(
                 "no such admin route (see docs/admin-api.md)".into(),

@@ -91,7 +91,7 @@ pub fn run(opts: DemoOptions) -> Result<ExitCode> {
     summary.store = store.display().to_string();
     summary.store_kept = kept;
     if opts.json {
-        crate::cli::print_json(&summary)?;
+        crate::output::print_json(&summary)?;
     } else {
         print!("{}", summary.render());
         if kept {

@@ -700,6 +700,108 @@ fn the_command_line_prints_the_same_through_the_daemon_and_on_the_store() {
     store_check(&store);
 }
 
+/// The audit records of a stopped store, oldest first, without what
+/// depends on when they were written (`at`, `id`).
+fn audit_of(store: &Path) -> Vec<Value> {
+    let s = ankusa_store::Store::open_read_only(store).unwrap();
+    let mut out: Vec<Value> = ankusa_store::audit::page(&s, None, 100)
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let mut v: Value = serde_json::from_slice(&r.record).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("at");
+            o.remove("id");
+            v
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// One replay of one dead row, asked of a daemon and of the stopped store
+/// (two stores from the same fixture): the same dry-run count, the same
+/// rows changed (the hook's other dead sink stays dead on both) and the
+/// same audit records.
+#[test]
+fn a_row_replay_through_the_daemon_and_on_the_store_changes_and_audits_the_same() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    for d in &dirs {
+        fixture(d.path(), 6, 4000);
+        config(d.path());
+    }
+    let store = |i: usize| dirs[i].path().join("store");
+    let s0 = store(0).to_str().unwrap().to_owned();
+    let list = json_of(&["dlq", "list", "--store", &s0, "--json", "--limit", "1000"]);
+    let mut sinks: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for e in list["entries"].as_array().unwrap() {
+        sinks
+            .entry(e["hook_id"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(e["sink"].as_u64().unwrap());
+    }
+    let (hook, mut dead) = sinks
+        .into_iter()
+        .find(|(_, s)| s.len() == 2)
+        .expect("the fixture has a hook dead at two sinks");
+    dead.sort_unstable();
+    let row = format!("{hook}:{}", dead[1]);
+
+    let mut results = Vec::new();
+    for (i, through_daemon) in [(0, true), (1, false)] {
+        let s = store(i).to_str().unwrap().to_owned();
+        // Both stores see a daemon boot (it returns inflight rows to due).
+        let d = Daemon::start(dirs[i].path());
+        let d = if through_daemon {
+            Some(d)
+        } else {
+            d.stop();
+            None
+        };
+        let dry = json_of(&[
+            "dlq",
+            "replay",
+            "--store",
+            &s,
+            "--row",
+            &row,
+            "--dry-run",
+            "--json",
+        ]);
+        let done = json_of(&[
+            "dlq", "replay", "--store", &s, "--row", &row, "--yes", "--json",
+        ]);
+        if let Some(d) = d {
+            d.stop();
+        }
+        assert_eq!(dry["rows"], 1, "one row: {dry}");
+        assert_eq!(done["progress"]["replayed"], 1, "{done}");
+        let left = json_of(&["dlq", "show", &hook, "--store", &s, "--json"]);
+        let left: Vec<u64> = left["dead"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["sink"].as_u64().unwrap())
+            .collect();
+        assert_eq!(left, [dead[0]], "the other sink stays dead");
+        let node = json_of(&[
+            "tenants", "list", "--store", &s, "--json", "--limit", "1000",
+        ]);
+        results.push((dry, left, node, audit_of(&store(i))));
+        store_check(&store(i));
+    }
+    let audit = &results[0].3;
+    assert_eq!(
+        audit
+            .iter()
+            .map(|a| (a["outcome"].as_str().unwrap(), a["rows"].as_u64().unwrap()))
+            .collect::<Vec<_>>(),
+        [("dry_run", 1), ("dry_run", 1), ("started", 1), ("done", 1)],
+        "{audit:?}"
+    );
+    assert_eq!(results[0], results[1]);
+}
+
 /// A purge of a tenant the dispatcher is busy claiming from: both read the
 /// same due rows, and without the row lock one row would be moved twice
 /// (claimed and purged) and counted out of `pending` twice. `store check`

@@ -3,13 +3,14 @@
 //! and on two cores linking nine of them was most of `make test`'s build.
 //! Each module is one area; `common` holds what they share.
 
-mod common;
 mod admin_api;
 mod cli_migrate;
 mod cli_store;
+mod common;
 mod console_pty;
 mod daemon_archive;
 mod daemon_crash;
 mod daemon_dispatch;
 mod daemon_ingest;
 mod demo;
+mod layers;

@@ -5,13 +5,13 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use ankusa_ops::model::Kinds;
 use ankusa_store::check::CheckReport;
 use ankusa_store::counters::Field;
 use ankusa_store::migrate::{Cursor, Plan, Status};
 use ankusa_store::queries::DlqCursor;
 use ankusa_store::rows::DeadRow;
 use ankusa_store::tenants::TenantInfo;
-use ankusa_store::transitions::PurgeKinds;
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::data::{
@@ -1213,10 +1213,7 @@ impl App {
                 ActionScope::Purge {
                     ord,
                     tenant: t.name.clone(),
-                    kinds: PurgeKinds {
-                        pending: true,
-                        dead: true,
-                    },
+                    kinds: Kinds::BOTH,
                 }
             }
             (Action::Replay, Screen::Dlq { .. }) => {
@@ -1336,20 +1333,7 @@ impl App {
                     (Stage::Confirm { .. }, KeyCode::Tab) => {
                         // Purge kinds: both, pending only, dead only.
                         if let ActionScope::Purge { kinds, .. } = &mut g.scope {
-                            *kinds = match (kinds.pending, kinds.dead) {
-                                (true, true) => PurgeKinds {
-                                    pending: true,
-                                    dead: false,
-                                },
-                                (true, false) => PurgeKinds {
-                                    pending: false,
-                                    dead: true,
-                                },
-                                _ => PurgeKinds {
-                                    pending: true,
-                                    dead: true,
-                                },
-                            };
+                            *kinds = kinds.next();
                             g.stage = Stage::Counting;
                             let scope = g.scope.clone();
                             self.set_top(Overlay::Guard(g));

@@ -18,14 +18,13 @@ use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::store::{self as st, Probe};
 use ankusa_store::tenants::{self, Name, TenantInfo};
-use ankusa_store::transitions::PurgeKinds;
 use ankusa_store::values::{DeliveryRow, Envelope};
 use ankusa_store::{lock, Counters, Store, StoreError};
 
 use crate::heatmap::{self, HeatSpec};
 use ankusa_ops::access::{Peer, Principal};
 use ankusa_ops::client::{Client, Probe as DaemonProbe};
-use ankusa_ops::model::{JobState, Kinds, ReplayRequest};
+use ankusa_ops::model::{row_name, JobState, Kinds, ReplayRequest};
 use ankusa_ops::operator::{Action, Operator};
 use ankusa_ops::preview::{self, Preview};
 use ankusa_ops::OpsError;
@@ -673,7 +672,7 @@ impl Source {
 
     /// Who carries out a guarded action: this console as the store's
     /// writer (WRITE), or the daemon it follows (FOLLOW), through its admin
-    /// API. Either way the same ankusa-ops code as the command line and
+    /// API; the modes [`OpenMode::can_act`] offers actions in. Either way the same ankusa-ops code as the command line and
     /// the admin API runs, with its audit records and its row lock.
     fn operator(&self) -> Result<Operator<&Store>, DataError> {
         match self.mode {
@@ -705,20 +704,14 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
     Ok(match scope {
         ActionScope::Purge { tenant, kinds, .. } => Ask::Purge {
             tenant: tenant.clone(),
-            kinds: Kinds {
-                pending: kinds.pending,
-                dead: kinds.dead,
-            },
+            kinds: *kinds,
         },
-        ActionScope::ReplayRows { rows } => {
-            let mut ids: Vec<String> = rows.iter().map(|r| r.hook_id.clone()).collect();
-            ids.sort();
-            ids.dedup();
-            Ask::Replay(ReplayRequest {
-                ids,
-                ..ReplayRequest::default()
-            })
-        }
+        // Exactly the marked rows, each by hook and sink: a hook's other
+        // dead sinks are not part of the scope the guard showed.
+        ActionScope::ReplayRows { rows } => Ask::Replay(ReplayRequest {
+            rows: rows.iter().map(|r| row_name(&r.hook_id, r.sink)).collect(),
+            ..ReplayRequest::default()
+        }),
         ActionScope::ReplayTenant { tenant, .. } => Ask::Replay(ReplayRequest {
             tenant: Some(tenant.clone()),
             ..ReplayRequest::default()
@@ -969,7 +962,7 @@ pub enum ActionScope {
     Purge {
         ord: u32,
         tenant: String,
-        kinds: PurgeKinds,
+        kinds: Kinds,
     },
     ReplayRows {
         rows: Vec<DeadRow>,
@@ -992,16 +985,10 @@ impl ActionScope {
     pub fn describe(&self) -> String {
         match self {
             ActionScope::Purge { tenant, kinds, .. } => {
-                let what = match (kinds.pending, kinds.dead) {
-                    (true, true) => "pending (due and scheduled) and dead rows",
-                    (true, false) => "pending (due and scheduled) rows",
-                    (false, true) => "dead rows",
-                    (false, false) => "nothing",
-                };
-                format!("purge {what} of tenant {tenant}")
+                format!("purge {} of tenant {tenant}", kinds.rows())
             }
             ActionScope::ReplayRows { rows } => {
-                format!("replay {} selected DLQ row(s)", rows.len())
+                format!("replay {} dead row(s), each one hook's sink:", rows.len())
             }
             ActionScope::ReplayTenant { tenant, .. } => {
                 format!("replay every dead row of tenant {tenant}")

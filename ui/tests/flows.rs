@@ -4,7 +4,7 @@
 
 mod common;
 
-use ankusa_store::{queries, tenants, Store};
+use ankusa_store::{queries, tenants, DeadRow, Store};
 use ankusa_ui::heatmap::{count_row, HeatSpec, CAP};
 use common::*;
 
@@ -257,4 +257,126 @@ fn actions_refuse_to_run_without_write_mode_even_if_asked_directly() {
         .execute(&req, NOW, &mut |_| {})
         .expect_err("read-only must refuse");
     assert!(err.to_string().contains("--write"), "{err}");
+}
+
+/// Replay's unit is the dead delivery row `(hook, sink)`. A hook dead at two
+/// sinks with only one of them marked: the confirmation names that one row,
+/// the dry run counts it alone, the run changes it alone (its sibling stays
+/// dead), and the audit records say the same.
+#[test]
+fn replaying_one_marked_sink_of_a_hook_dead_at_two_changes_that_row_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), true);
+    let s = src.store().expect("open");
+    let all = queries::dlq_page(s, None, 100_000).expect("dlq");
+    let mut by_hook: std::collections::BTreeMap<u64, Vec<DeadRow>> = Default::default();
+    for r in all.entries {
+        by_hook.entry(r.seq).or_default().push(r);
+    }
+    let (_, mut pair) = by_hook
+        .into_iter()
+        .find(|(_, rows)| rows.len() == 2)
+        .expect("the fixture has a hook dead at two sinks");
+    pair.sort_by_key(|r| r.sink);
+    let (sibling, picked) = (pair[0].clone(), pair[1].clone());
+    let tenant = match tenants::name_of(s, picked.ord).expect("name") {
+        Some(tenants::Name::Live(n)) => n,
+        other => panic!("{other:?}"),
+    };
+    let tenant_dlq = queries::dlq_page_for_tenant(s, picked.ord, None, 100_000).expect("dlq");
+    let at = tenant_dlq
+        .entries
+        .iter()
+        .position(|r| *r == picked)
+        .expect("the row is in its tenant's DLQ");
+    let dead_before = queries::node_counters(s).expect("node").dead;
+
+    // Tall enough for the row to be on the first page.
+    let mut app = app_for(&src, 160, u16::try_from(at + 20).expect("height"));
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, &format!(":dlq {tenant}\n"));
+    type_keys(&mut app, &mut src, &"j".repeat(at));
+    type_keys(&mut app, &mut src, "xR");
+    assert_eq!(app.dlq.marked_rows, vec![picked.clone()]);
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => assert_eq!(
+            g.stage,
+            ankusa_ui::app::Stage::Confirm {
+                count: 1,
+                typed: String::new()
+            },
+            "the dry run counts the marked row alone"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let screen = render(&app);
+    let scope: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains("Scope:"))
+        .take_while(|l| !l.contains("Dry run:"))
+        .collect();
+    let scope = scope.join("\n");
+    assert!(scope.contains("replay 1 dead row"), "{scope}");
+    assert!(
+        scope.contains(&format!("{} sink {}", picked.hook_id, picked.sink)),
+        "{scope}"
+    );
+    assert!(
+        !scope.contains(&format!("sink {}", sibling.sink)),
+        "the sibling is not in scope: {scope}"
+    );
+    assert!(
+        screen.contains("Dry run: 1 row(s) would change."),
+        "{screen}"
+    );
+
+    type_keys(&mut app, &mut src, "replay\n");
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::app::Stage::Done(Ok(r)) => assert_eq!((r.expected, r.touched), (1, 1)),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    let s = src.store().expect("open");
+    let key = |r: &DeadRow| ankusa_store::keys::DeadKey {
+        at: r.at,
+        seq: r.seq,
+        sink: r.sink,
+    };
+    assert!(queries::dead_row(s, &key(&picked)).expect("read").is_none());
+    assert!(
+        queries::dead_row(s, &key(&sibling))
+            .expect("read")
+            .is_some(),
+        "the unmarked sink of the same hook stays dead"
+    );
+    assert_eq!(
+        queries::node_counters(s).expect("node").dead,
+        dead_before - 1
+    );
+    // The audit trail: dry run, start and end, each of one row.
+    let audit = ankusa_store::audit::page(s, None, 10).expect("audit");
+    let outcomes: Vec<(String, u64)> = audit
+        .iter()
+        .map(|a| {
+            let v: serde_json::Value = serde_json::from_slice(&a.record).expect("record");
+            (
+                v["outcome"].as_str().unwrap_or("?").to_owned(),
+                v["rows"].as_u64().unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("done".into(), 1),
+            ("started".into(), 1),
+            ("dry_run".into(), 1)
+        ]
+    );
+    drop(src);
+    let s = Store::open_read_only(dir.path()).expect("ro");
+    assert!(ankusa_store::check::run(&s, |_, _| {}).expect("check").ok());
 }
