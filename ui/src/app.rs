@@ -981,6 +981,21 @@ impl App {
         }
     }
 
+    /// `:repair`: the guarded `store repair` of the store this console
+    /// holds. Only a console opened with `--write` holds it; the dry run
+    /// says how many things a repair would change (0 on a healthy store).
+    fn repair(&mut self) -> Vec<Effect> {
+        if self.header.mode != OpenMode::Write {
+            self.status = "a repair works on a stopped store: open the console with --write (no daemon running)".into();
+            return Vec::new();
+        }
+        self.overlays.push(Overlay::Guard(Guard {
+            scope: ActionScope::Repair,
+            stage: Stage::Counting,
+        }));
+        self.fetch(vec![Request::DryRun(ActionScope::Repair)])
+    }
+
     fn set_sort(&mut self, f: Option<Field>) -> Vec<Effect> {
         self.tenants.sort = f;
         self.tenants.ranked = None;
@@ -1420,6 +1435,7 @@ impl App {
                 dlq: false,
             }]),
             ("replay-since", d) => self.replay_since(d),
+            ("repair", "") => self.repair(),
             ("sort", f) => match f {
                 "ord" | "ordinal" | "" => {
                     self.stack = vec![Screen::Tenants];

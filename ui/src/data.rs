@@ -611,6 +611,9 @@ impl Source {
     /// plan, or the operator's dry run (ankusa-ops, which also writes its
     /// audit record).
     pub fn dry_run(&self, scope: &ActionScope) -> Result<u64, DataError> {
+        if let ActionScope::Repair = scope {
+            return Ok(self.repair(true)?.changes());
+        }
         if let ActionScope::Migrate = scope {
             return match self.migration_plan()? {
                 Reply::Plan(p) => Ok(p.rows.iter().sum()),
@@ -633,6 +636,14 @@ impl Source {
         now: u64,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ActionResult, DataError> {
+        if let ActionScope::Repair = scope {
+            let rep = self.repair(false)?;
+            return Ok(ActionResult {
+                scope: scope.clone(),
+                expected: rep.changes(),
+                touched: rep.changes(),
+            });
+        }
         if let ActionScope::Migrate = scope {
             // The migration runs one step per request (MigrationStep) so the
             // screen shows each cursor and the operator can pause.
@@ -694,6 +705,34 @@ impl Source {
     }
 }
 
+impl Source {
+    /// `store repair` (dry or not) on the store this console holds for
+    /// writing, audited like the command line's: a repair needs the store
+    /// stopped, so a console following a daemon refuses it.
+    fn repair(&self, dry_run: bool) -> Result<ankusa_store::repair::RepairReport, DataError> {
+        if self.mode != OpenMode::Write {
+            return Err(DataError::Refused(
+                "a repair works on a stopped store: stop the daemon and open the console with --write".into(),
+            ));
+        }
+        let s = self.need()?;
+        let now = ankusa_store::system_now_ms();
+        let rep = ankusa_store::repair::run(s, dry_run, now, |_, _| {})?;
+        let who = ankusa_ops::access::Principal::local(&ankusa_ops::access::Peer::me());
+        let outcome = if dry_run { "dry_run" } else { "done" };
+        ankusa_ops::jobs::audit_store_action(
+            s,
+            &who,
+            "repair",
+            "store",
+            outcome,
+            rep.changes(),
+            now,
+        )?;
+        Ok(rep)
+    }
+}
+
 /// What an action scope asks the operator for.
 enum Ask {
     Purge { tenant: String, kinds: Kinds },
@@ -725,6 +764,11 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
         ActionScope::Migrate => {
             return Err(DataError::Refused(
                 "the migration runs step by step in the console".into(),
+            ))
+        }
+        ActionScope::Repair => {
+            return Err(DataError::Refused(
+                "a repair runs on the store, not through the operator".into(),
             ))
         }
     })
@@ -979,6 +1023,10 @@ pub enum ActionScope {
     },
     /// The format 2 → 3 migration of the whole store (guided, step by step).
     Migrate,
+    /// `store repair` on the store this console holds (WRITE mode only):
+    /// quarantine undecodable due rows, put back markers, set counters to
+    /// the fold, make unowed hooks reclaimable.
+    Repair,
 }
 
 impl ActionScope {
@@ -1007,6 +1055,9 @@ impl ActionScope {
             ActionScope::Migrate => {
                 "migrate this store from format 2 to format 3 (one-way: older releases cannot open it afterwards)".into()
             }
+            ActionScope::Repair => {
+                "repair this store: quarantine due rows that do not decode, put back missing markers, set every counter to the fold (ankusa store repair)".into()
+            }
         }
     }
 
@@ -1018,6 +1069,7 @@ impl ActionScope {
             }
             ActionScope::ReplayRows { .. } | ActionScope::ReplayRange { .. } => "replay".into(),
             ActionScope::Migrate => "migrate".into(),
+            ActionScope::Repair => "repair".into(),
         }
     }
 }

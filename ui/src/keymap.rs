@@ -139,7 +139,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('q'), Code(KeyCode::Esc)], label: "q Esc", action: Action::Back, scope: Scope::Everywhere, help: "back; quit from a top screen" },
     Binding { keys: &[C('Q')], label: "Q", action: Action::Quit, scope: Scope::Everywhere, help: "quit" },
     Binding { keys: &[C('/')], label: "/", action: Action::Filter, scope: Scope::Everywhere, help: "filter tenants by name" },
-    Binding { keys: &[C(':')], label: ":", action: Action::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sort FIELD :replay-since 2h :q" },
+    Binding { keys: &[C(':')], label: ":", action: Action::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sort FIELD :replay-since 2h :repair :q" },
     Binding { keys: &[C('?')], label: "?", action: Action::Help, scope: Scope::Everywhere, help: "this help" },
     Binding { keys: &[C('1')], label: "1", action: Action::Goto(Tab::Overview), scope: Scope::Everywhere, help: "overview" },
     Binding { keys: &[C('2')], label: "2", action: Action::Goto(Tab::Tenants), scope: Scope::Everywhere, help: "tenants" },

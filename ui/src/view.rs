@@ -1049,6 +1049,9 @@ fn guard(f: &mut Frame, app: &App, scope: &ActionScope, stage: &Stage, theme: &T
                 ActionScope::Migrate => {
                     " Rows move in synced steps; an interrupted run resumes where it stopped."
                 }
+                ActionScope::Repair => {
+                    " Counted: rows to quarantine, markers to put back, counters to set, hooks to reclaim."
+                }
                 _ => " Replayed rows become due now and leave the DLQ.",
             }));
             lines.push(Line::from(format!(

@@ -380,3 +380,93 @@ fn replaying_one_marked_sink_of_a_hook_dead_at_two_changes_that_row_only() {
     let s = Store::open_read_only(dir.path()).expect("ro");
     assert!(ankusa_store::check::run(&s, |_, _| {}).expect("check").ok());
 }
+
+/// `:repair` in WRITE mode on a damaged store (a due row that no longer
+/// decodes, two markers gone): the guard's dry run counts the changes, the
+/// typed `repair` runs them, `store check` passes afterwards and a second
+/// dry run counts nothing. A read-only console refuses it.
+#[test]
+fn repairing_a_damaged_store_from_the_console() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    {
+        let path = dir.path();
+        let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).expect("cfs");
+        let cfs: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let f = ankusa_store::Family::from_name(n).expect("family");
+                rocksdb::ColumnFamilyDescriptor::new(n, ankusa_store::schema::family_options(f))
+            })
+            .collect();
+        let db = rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, cfs)
+            .expect("raw open");
+        let index = db.cf_handle("index").expect("index");
+        let due = db
+            .prefix_iterator_cf(index, b"D")
+            .map(|r| r.expect("read"))
+            .find(|(k, _)| k[0] == b'D')
+            .expect("a due row");
+        db.put_cf(index, &due.0, [0xFF]).expect("put");
+        let markers: Vec<Vec<u8>> = db
+            .prefix_iterator_cf(index, b"A")
+            .map(|r| r.expect("read").0.to_vec())
+            .take_while(|k| k[0] == b'A')
+            .take(2)
+            .collect();
+        for k in markers {
+            db.delete_cf(index, k).expect("delete");
+        }
+    }
+    {
+        let s = Store::open_read_only(dir.path()).expect("ro");
+        assert!(!ankusa_store::check::run(&s, |_, _| {}).expect("check").ok());
+    }
+
+    let mut ro = open(dir.path(), false);
+    let mut app = app_for(&ro, 80, 24);
+    start(&mut app, &mut ro);
+    type_keys(&mut app, &mut ro, ":repair\n");
+    assert!(app.overlays.is_empty(), "{:?}", app.overlays);
+    assert!(app.status.contains("--write"), "{}", app.status);
+    drop(ro);
+
+    let mut src = open(dir.path(), true);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, ":repair\n");
+    let count = match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::app::Stage::Confirm { count, .. } => *count,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert!(count >= 3, "a quarantine and two markers at least: {count}");
+    type_keys(&mut app, &mut src, "repair\n");
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::app::Stage::Done(Ok(r)) => {
+                assert_eq!((r.expected, r.touched), (count, count))
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    type_keys(&mut app, &mut src, "\n:repair\n");
+    match &app.overlays[..] {
+        [ankusa_ui::app::Overlay::Guard(g)] => assert_eq!(
+            g.stage,
+            ankusa_ui::app::Stage::Confirm {
+                count: 0,
+                typed: String::new()
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+    drop(src);
+    let s = Store::open_read_only(dir.path()).expect("ro");
+    let report = ankusa_store::check::run(&s, |_, _| {}).expect("check");
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(ankusa_store::quarantine::count(&s).expect("count"), 1);
+}
