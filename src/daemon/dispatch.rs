@@ -693,13 +693,7 @@ impl Dispatcher {
                         queries::delivery(&self.store, seq, sink).ok().flatten()
                     })
                     .map(|d| d.size);
-                let q = transitions::quarantine_due(&mut b, u, size, now);
-                tracing::error!(
-                    key = %ankusa_store::quarantine::to_hex(&q.key),
-                    ord = q.ord,
-                    reason = %q.reason,
-                    "quarantined a due row that does not decode"
-                );
+                transitions::quarantine_due(&mut b, u, size, now);
             }
             self.store.commit(b, false)?;
             self.metrics

@@ -137,19 +137,23 @@ pub fn run(
         Ok(ControlFlow::Continue(()))
     })?;
     for u in &bad {
-        let size = quarantine::delivery_of(&u.key)
-            .and_then(|(seq, sink)| crate::queries::delivery(store, seq, sink).ok().flatten())
-            .map(|d| d.size);
-        let q = transitions::quarantine_due(&mut b, u, size, now);
-        // The counters are rebuilt from the fold below, which no longer sees
-        // this row: undo what the quarantine took off, or it would count twice.
-        undo_counted(&mut b, &q);
+        // A dry run only lists: the quarantine logs each row it moves.
+        if !dry_run {
+            let size = quarantine::delivery_of(&u.key)
+                .and_then(|(seq, sink)| crate::queries::delivery(store, seq, sink).ok().flatten())
+                .map(|d| d.size);
+            let q = transitions::quarantine_due(&mut b, u, size, now);
+            // The counters are rebuilt from the fold below, which no longer
+            // sees this row: undo what the quarantine took off, or it would
+            // count twice.
+            undo_counted(&mut b, &q);
+        }
         rep.quarantined += 1;
         listed(
             &mut rep.quarantined_rows,
             QuarantineFix {
-                key: quarantine::to_hex(&q.key),
-                reason: q.reason.clone(),
+                key: quarantine::to_hex(&u.key),
+                reason: u.error.to_string(),
             },
         );
         flush(&mut b, false)?;

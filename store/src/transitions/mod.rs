@@ -624,6 +624,14 @@ fn quarantine(
     }
     b.count(ord, Field::Bytes, -i64::from(counted.size));
     b.count_quarantined(1);
+    // Logged where every quarantine is made (dispatcher, purge, repair,
+    // migration), with the key an operator passes to `store quarantine`.
+    tracing::error!(
+        key = %crate::quarantine::to_hex(key),
+        ord,
+        reason,
+        "row does not decode: moved to the quarantine"
+    );
     row
 }
 
