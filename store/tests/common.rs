@@ -60,3 +60,17 @@ pub fn assert_consistent(store: &Store) {
     let rep = ankusa_store::check::run(store, |_, _| {}).unwrap();
     assert!(rep.ok(), "store check failed: {:#?}", rep.mismatches);
 }
+
+/// The store's RocksDB opened directly (every family with its options), to
+/// plant what the store's own API will not write: a stopped store only.
+pub fn raw_open(path: &std::path::Path) -> rocksdb::DB {
+    let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).expect("list families");
+    let cfs: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let f = ankusa_store::Family::from_name(n).expect("a known family");
+            rocksdb::ColumnFamilyDescriptor::new(n, ankusa_store::schema::family_options(f))
+        })
+        .collect();
+    rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, cfs).expect("raw open")
+}

@@ -178,22 +178,7 @@ fn an_undecodable_old_row_is_quarantined_and_the_migration_finishes() {
     let path = dir.path().join("s");
     let rep = v2_fixture(&path, 5, 300);
     {
-        let store = Store::open_any_format(&path).unwrap();
-        drop(store);
-        let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
-        let cfs: Vec<_> = names
-            .iter()
-            .map(|n| {
-                rocksdb::ColumnFamilyDescriptor::new(
-                    n,
-                    ankusa_store::schema::family_options(
-                        ankusa_store::Family::from_name(n).unwrap(),
-                    ),
-                )
-            })
-            .collect();
-        let db =
-            rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), &path, cfs).unwrap();
+        let db = common::raw_open(&path);
         let index = db.cf_handle("index").unwrap();
         // A due key one byte short, and a due value of the wrong width.
         db.put_cf(index, [b'd', 0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 9])

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::common::raw_open;
+
 fn ankusa(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ankusa"))
         .args(args)
@@ -35,18 +37,6 @@ fn fixture(dir: &Path, tenants: u32, rows: u64) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     out.to_str().unwrap().to_owned()
-}
-
-fn raw_open(path: &str) -> rocksdb::DB {
-    let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).unwrap();
-    let cfs: Vec<_> = names
-        .iter()
-        .map(|n| {
-            let f = ankusa_store::Family::from_name(n).unwrap();
-            rocksdb::ColumnFamilyDescriptor::new(n, ankusa_store::schema::family_options(f))
-        })
-        .collect();
-    rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, cfs).unwrap()
 }
 
 #[derive(Default, Debug, PartialEq)]

@@ -455,16 +455,7 @@ async fn a_corrupt_due_row_is_quarantined_and_everything_else_is_delivered() {
         let s = Store::open(&store_path).unwrap();
         let ord = ankusa_store::tenants::ord_of(&s, "a").unwrap().unwrap();
         drop(s);
-        let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), &store_path).unwrap();
-        let cfs: Vec<_> = names
-            .iter()
-            .map(|n| {
-                let f = ankusa_store::Family::from_name(n).unwrap();
-                rocksdb::ColumnFamilyDescriptor::new(n, ankusa_store::schema::family_options(f))
-            })
-            .collect();
-        let db = rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), &store_path, cfs)
-            .unwrap();
+        let db = common::raw_open(&store_path);
         let index = db.cf_handle("index").unwrap();
         let mut lo = vec![b'D'];
         lo.extend_from_slice(&ord.to_be_bytes());

@@ -241,3 +241,18 @@ pub async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
         })
         .map_or(0, |v| v as u64)
 }
+
+/// The store's RocksDB opened directly (every family with its options), to
+/// damage or count what the store's own API will not: a stopped store only.
+pub fn raw_open(path: impl AsRef<Path>) -> rocksdb::DB {
+    let path = path.as_ref();
+    let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).expect("list families");
+    let cfs: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let f = ankusa_store::Family::from_name(n).expect("a known family");
+            rocksdb::ColumnFamilyDescriptor::new(n, ankusa_store::schema::family_options(f))
+        })
+        .collect();
+    rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, cfs).expect("raw open")
+}
