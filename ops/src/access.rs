@@ -116,7 +116,17 @@ impl Principal {
         if self.tenant.as_deref().is_some_and(|own| own != tenant) {
             return Err(missing());
         }
-        let ord = tenants::ord_of(store, tenant)?.ok_or_else(missing)?;
+        let Some(ord) = tenants::ord_of(store, tenant)? else {
+            // An id ingest would refuse is named as such; one stored before
+            // the rule was tightened is still found above.
+            return Err(match tenants::validate_id(tenant) {
+                Ok(()) => missing(),
+                Err(e) => OpsError::Invalid {
+                    code: "tenant_invalid",
+                    message: e.to_string(),
+                },
+            });
+        };
         match tenants::name_of(store, ord)? {
             Some(Name::Live(_)) => Ok(ord),
             _ => Err(missing()),

@@ -116,7 +116,7 @@ impl Client {
             401 => OpsError::Unauthorized(message),
             403 => OpsError::Forbidden(message),
             404 => OpsError::NotFound(message),
-            400 => OpsError::BadRequest(message),
+            400 | 413 => OpsError::BadRequest(message),
             409 => OpsError::Conflict(message),
             s => OpsError::Internal(format!("the daemon answered {s}: {message}")),
         })

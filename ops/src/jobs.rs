@@ -690,6 +690,7 @@ pub fn get(store: &Store, who: &Principal, id: u64) -> Result<Job> {
 
 /// The newest jobs the caller may see.
 pub fn list(store: &Store, who: &Principal, limit: usize) -> Result<Vec<Job>> {
+    let limit = crate::reads::page_size(limit)?;
     let mut out = Vec::new();
     for (id, bytes) in stored::list(store, JOBS_SCANNED)? {
         let job = decode(id, &bytes)?;
@@ -725,12 +726,7 @@ pub fn audit_page(
     limit: usize,
 ) -> Result<AuditPage> {
     who.require_admin("the audit log")?;
-    if limit == 0 || limit > crate::reads::MAX_PAGE {
-        return Err(OpsError::BadRequest(format!(
-            "limit must be 1 to {}, not {limit}",
-            crate::reads::MAX_PAGE
-        )));
-    }
+    let limit = crate::reads::page_size(limit)?;
     let before = match cursor {
         Some(c) => Some(
             audit::AuditKey::parse_cursor(c)

@@ -58,6 +58,14 @@ pub enum OpsError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    /// A request refused with its own stable code (`unknown_field`,
+    /// `header_ambiguous`, `tenant_invalid`, `path_invalid`), so a script
+    /// can tell a misspelt field from a malformed one.
+    #[error("{message}")]
+    Invalid { code: &'static str, message: String },
+    /// A request body past the admin API's limit.
+    #[error("{0}")]
+    TooLarge(String),
     /// The store cannot take writes (read-only or follower open).
     #[error("{0}")]
     Conflict(String),
@@ -75,6 +83,8 @@ impl OpsError {
             OpsError::Forbidden(_) => "forbidden",
             OpsError::NotFound(_) => "not_found",
             OpsError::BadRequest(_) => "bad_request",
+            OpsError::Invalid { code, .. } => code,
+            OpsError::TooLarge(_) => "body_too_large",
             OpsError::Conflict(_) => "conflict",
             OpsError::Store(_) => "store_error",
             OpsError::Internal(_) => "internal",
@@ -86,7 +96,8 @@ impl OpsError {
             OpsError::Unauthorized(_) => 401,
             OpsError::Forbidden(_) => 403,
             OpsError::NotFound(_) => 404,
-            OpsError::BadRequest(_) => 400,
+            OpsError::BadRequest(_) | OpsError::Invalid { .. } => 400,
+            OpsError::TooLarge(_) => 413,
             OpsError::Conflict(_) => 409,
             OpsError::Store(_) | OpsError::Internal(_) => 500,
         }

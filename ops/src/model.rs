@@ -195,6 +195,7 @@ impl Kinds {
 /// A replay's selection, as asked. Its unit is the dead delivery row
 /// `(hook, sink)`: a dry run, a job's progress and the audit count rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReplayRequest {
     /// Hook ids (`hk_...`): each names the dead rows of every sink that
     /// dead-lettered the hook.
@@ -223,6 +224,7 @@ pub fn row_name(hook_id: &str, sink: u16) -> String {
 
 /// A purge request body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PurgeRequest {
     /// Any of `pending`, `dead`.
     pub kinds: Vec<String>,

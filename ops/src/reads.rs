@@ -20,7 +20,8 @@ use crate::{OpsError, Result};
 /// Largest page any listing returns.
 pub const MAX_PAGE: usize = 1000;
 
-fn page_size(limit: usize) -> Result<usize> {
+/// Checks a listing's `limit`: every listing refuses 0 and past [`MAX_PAGE`] alike.
+pub fn page_size(limit: usize) -> Result<usize> {
     if limit == 0 || limit > MAX_PAGE {
         return Err(OpsError::BadRequest(format!(
             "limit must be 1 to {MAX_PAGE}, not {limit}"

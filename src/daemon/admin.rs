@@ -24,13 +24,17 @@ use std::time::{Duration, Instant};
 
 use ankusa_store::Store;
 use axum::body::Bytes;
-use axum::extract::connect_info::Connected;
-use axum::extract::{ConnectInfo, FromRequestParts, Path as UrlPath, Query, State};
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+use axum::extract::{
+    ConnectInfo, DefaultBodyLimit, FromRequest, FromRequestParts, Path as UrlPath, Query, Request,
+    State,
+};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::clock::SharedClock;
@@ -120,12 +124,6 @@ pub fn resume(state: &AdminState) -> Result<usize, OpsError> {
 #[derive(Debug, Clone)]
 pub struct SocketPeer(pub Option<u32>);
 
-impl Connected<axum::serve::IncomingStream<'_, tokio::net::UnixListener>> for SocketPeer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
-        SocketPeer(stream.io().peer_cred().ok().map(|c| c.uid()))
-    }
-}
-
 /// An authenticated caller, extracted before any handler runs.
 pub struct Caller(pub Principal);
 
@@ -143,10 +141,16 @@ impl FromRequestParts<Arc<AdminState>> for Caller {
             .get::<ConnectInfo<SocketPeer>>()
             .and_then(|ConnectInfo(p)| p.0)
             .map(Peer::from_uid);
-        let authz = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .map(|v| v.as_bytes());
+        // Two credentials are a request we do not understand: which one
+        // is the caller? Refused rather than picking the first.
+        let mut presented = parts.headers.get_all(header::AUTHORIZATION).iter();
+        let authz = presented.next().map(|v| v.as_bytes());
+        if presented.next().is_some() {
+            return Err(ApiError(OpsError::Invalid {
+                code: "header_ambiguous",
+                message: "more than one Authorization header".into(),
+            }));
+        }
         let who = access::authenticate(
             authz,
             &state.settings.tokens,
@@ -200,9 +204,106 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-fn body<T: serde::de::DeserializeOwned>(bytes: &Bytes) -> ApiResult<T> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError(OpsError::BadRequest(format!("bad JSON body: {e}"))))
+/// The largest admin request body. The largest real one is a replay by
+/// hook ids, about 25 bytes an id.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// A JSON request body. Unknown fields are refused (`unknown_field`): a
+/// misspelt `dry_run` must never run the destructive job for real.
+/// Oversize bodies and unreadable ones are answered as JSON like every
+/// other refusal.
+struct ApiBody<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = match Bytes::from_request(req, state).await {
+            Ok(b) => b,
+            Err(BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_))) => {
+                return Err(ApiError(OpsError::TooLarge(format!(
+                    "the body is larger than the admin API's limit of {MAX_BODY} bytes"
+                ))))
+            }
+            Err(e) => {
+                return Err(ApiError(OpsError::BadRequest(format!(
+                    "cannot read the body: {}",
+                    e.body_text()
+                ))))
+            }
+        };
+        serde_json::from_slice(&bytes)
+            .map(ApiBody)
+            .map_err(|e| ApiError(refusal_of("body", &e.to_string())))
+    }
+}
+
+/// Sorts a serde refusal: an unknown field has its own code.
+fn refusal_of(part: &str, message: &str) -> OpsError {
+    // serde's derive words every unknown field of a struct that denies
+    // them this way; the message names the field and the expected ones.
+    if message.contains("unknown field") {
+        OpsError::Invalid {
+            code: "unknown_field",
+            message: format!("bad {part}: {message}"),
+        }
+    } else {
+        OpsError::BadRequest(format!("bad {part}: {message}"))
+    }
+}
+
+/// A query string of the route's own parameters ([`Deserialize`] with
+/// `deny_unknown_fields`); anything else is refused as JSON.
+struct ApiQuery<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::try_from_uri(&parts.uri) {
+            Ok(Query(q)) => Ok(ApiQuery(q)),
+            Err(e) => Err(ApiError(refusal_of("query string", &e.body_text()))),
+        }
+    }
+}
+
+/// Routes that take no parameters refuse a query string rather than
+/// ignore it.
+struct NoQuery;
+
+impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.uri.query() {
+            None | Some("") => Ok(NoQuery),
+            Some(q) => Err(ApiError(OpsError::Invalid {
+                code: "unknown_field",
+                message: format!(
+                    "this route takes no query parameters, got {:?}",
+                    q.chars().take(80).collect::<String>()
+                ),
+            })),
+        }
+    }
+}
+
+/// The one path parameter of a route (a tenant, hook or job id), with a
+/// segment that is not UTF-8 once decoded answered as JSON.
+struct Segment(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match UrlPath::<String>::from_request_parts(parts, state).await {
+            Ok(UrlPath(s)) => Ok(Segment(s)),
+            Err(e) => Err(ApiError(OpsError::Invalid {
+                code: "path_invalid",
+                message: e.body_text(),
+            })),
+        }
+    }
 }
 
 /// The admin router.
@@ -233,35 +334,50 @@ pub fn router(state: Arc<AdminState>) -> Router {
                 })),
             )
         })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
 
-/// The query string of a page, with a malformed one answered as JSON
-/// (`400 bad_request`) like every other refusal.
-struct PageParams(PageQuery);
-
-impl<S: Send + Sync> FromRequestParts<S> for PageParams {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        match Query::<PageQuery>::from_request_parts(parts, state).await {
-            Ok(Query(q)) => Ok(PageParams(q)),
-            Err(e) => Err(ApiError(OpsError::BadRequest(e.body_text()))),
-        }
-    }
-}
-
+/// `GET /v1/admin/tenants`.
 #[derive(Debug, Deserialize)]
-struct PageQuery {
+#[serde(deny_unknown_fields)]
+struct TenantsQuery {
     sort: Option<String>,
-    /// DLQ order: `newest_first` (default) or `oldest_first`.
-    order: Option<ankusa_store::queries::DlqOrder>,
     cursor: Option<String>,
-    tenant: Option<String>,
     limit: Option<usize>,
 }
 
-async fn stats(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiResult<Response> {
+/// `GET /v1/admin/dlq`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DlqQuery {
+    tenant: Option<String>,
+    /// `newest_first` (default) or `oldest_first`.
+    order: Option<ankusa_store::queries::DlqOrder>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/admin/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobsQuery {
+    limit: Option<usize>,
+}
+
+/// `GET /v1/admin/audit`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn stats(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+) -> ApiResult<Response> {
     let now = s.clock.now_ms();
     let st = s.clone();
     let mut out = blocking(move || reads::stats(&st.store, &who, now)).await?;
@@ -277,7 +393,7 @@ async fn stats(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiResu
 async fn tenants(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    PageParams(q): PageParams,
+    ApiQuery(q): ApiQuery<TenantsQuery>,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
         reads::tenants_page(
@@ -295,7 +411,8 @@ async fn tenants(
 async fn tenant(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    UrlPath(tenant): UrlPath<String>,
+    Segment(tenant): Segment,
+    _: NoQuery,
 ) -> ApiResult<Response> {
     let now = s.clock.now_ms();
     let t = blocking(move || reads::tenant_detail(&s.store, &who, &tenant, now)).await?;
@@ -305,10 +422,10 @@ async fn tenant(
 async fn purge(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    UrlPath(tenant): UrlPath<String>,
-    raw: Bytes,
+    Segment(tenant): Segment,
+    _: NoQuery,
+    ApiBody(req): ApiBody<PurgeRequest>,
 ) -> ApiResult<Response> {
-    let req: PurgeRequest = body(&raw)?;
     let kinds = jobs::parse_kinds(&req.kinds)?;
     let now = s.clock.now_ms();
     let st = s.clone();
@@ -324,9 +441,9 @@ async fn purge(
 async fn replay(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    raw: Bytes,
+    _: NoQuery,
+    ApiBody(req): ApiBody<ReplayRequest>,
 ) -> ApiResult<Response> {
-    let req: ReplayRequest = body(&raw)?;
     let now = s.clock.now_ms();
     let st = s.clone();
     if req.dry_run {
@@ -341,7 +458,7 @@ async fn replay(
 async fn dlq(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    PageParams(q): PageParams,
+    ApiQuery(q): ApiQuery<DlqQuery>,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
         reads::dlq_page(
@@ -360,7 +477,8 @@ async fn dlq(
 async fn dlq_entry(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    UrlPath(hook_id): UrlPath<String>,
+    Segment(hook_id): Segment,
+    _: NoQuery,
 ) -> ApiResult<Response> {
     let d = blocking(move || reads::dlq_detail(&s.store, &who, &hook_id)).await?;
     Ok(Json(d).into_response())
@@ -369,9 +487,9 @@ async fn dlq_entry(
 async fn jobs_list(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    PageParams(q): PageParams,
+    ApiQuery(q): ApiQuery<JobsQuery>,
 ) -> ApiResult<Response> {
-    let limit = q.limit.unwrap_or(50).clamp(1, reads::MAX_PAGE);
+    let limit = q.limit.unwrap_or(50);
     let list = blocking(move || jobs::list(&s.store, &who, limit)).await?;
     Ok(Json(JobsPage { jobs: list }).into_response())
 }
@@ -379,7 +497,8 @@ async fn jobs_list(
 async fn job(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    UrlPath(id): UrlPath<String>,
+    Segment(id): Segment,
+    _: NoQuery,
 ) -> ApiResult<Response> {
     let id: u64 = id
         .parse()
@@ -391,7 +510,7 @@ async fn job(
 async fn audit(
     State(s): State<Arc<AdminState>>,
     Caller(who): Caller,
-    PageParams(q): PageParams,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> ApiResult<Response> {
     let page = blocking(move || {
         jobs::audit_page(&s.store, &who, q.cursor.as_deref(), q.limit.unwrap_or(50))
@@ -400,7 +519,11 @@ async fn audit(
     Ok(Json(page).into_response())
 }
 
-async fn metrics(State(s): State<Arc<AdminState>>, Caller(who): Caller) -> ApiResult<Response> {
+async fn metrics(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+) -> ApiResult<Response> {
     who.require_admin("/metrics")?;
     Ok(super::metrics::respond(s.metrics.clone(), s.store.clone(), s.clock.now_ms()).await)
 }

@@ -330,6 +330,14 @@ pub struct HttpSection {
     pub body_timeout: Dur<100, 600_000>,
     #[serde(default = "default_max_requests")]
     pub max_requests: Int<1, 1_000_000>,
+    /// Connections the ingest listener serves at once; past it, `503
+    /// connections_full`. Counted against the open-file limit at boot.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: Int<1, 1_000_000>,
+    /// A request head must arrive within this (also the idle keep-alive
+    /// limit); applies to the admin listeners too.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout: Dur<100, 600_000>,
     #[serde(default = "default_shutdown_timeout")]
     pub shutdown_timeout: Dur<1_000, 3_600_000>,
     #[serde(default = "yes")]
@@ -343,6 +351,8 @@ impl Default for HttpSection {
             max_body: default_max_body(),
             body_timeout: default_body_timeout(),
             max_requests: default_max_requests(),
+            max_connections: default_max_connections(),
+            header_timeout: default_header_timeout(),
             shutdown_timeout: default_shutdown_timeout(),
             metrics: true,
         }
@@ -471,6 +481,12 @@ fn default_body_timeout() -> Dur<100, 600_000> {
 }
 fn default_max_requests() -> Int<1, 1_000_000> {
     Int(1024)
+}
+fn default_max_connections() -> Int<1, 1_000_000> {
+    Int(1024)
+}
+fn default_header_timeout() -> Dur<100, 600_000> {
+    Dur(Duration::from_secs(10))
 }
 fn default_shutdown_timeout() -> Dur<1_000, 3_600_000> {
     Dur(Duration::from_secs(30))
@@ -661,6 +677,8 @@ pub struct Settings {
     pub max_body: usize,
     pub body_timeout: Duration,
     pub max_requests: usize,
+    pub max_connections: usize,
+    pub header_timeout: Duration,
     pub shutdown_timeout: Duration,
     pub metrics: bool,
     pub writer: WriterSettings,
@@ -739,6 +757,8 @@ impl Settings {
             max_body: usize::try_from(cfg.http.max_body.0).unwrap_or(usize::MAX),
             body_timeout: cfg.http.body_timeout.0,
             max_requests: to_usize(cfg.http.max_requests.0),
+            max_connections: to_usize(cfg.http.max_connections.0),
+            header_timeout: cfg.http.header_timeout.0,
             shutdown_timeout: cfg.http.shutdown_timeout.0,
             metrics: cfg.http.metrics,
             writer: WriterSettings {

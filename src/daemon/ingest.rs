@@ -254,6 +254,33 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
     }
 }
 
+/// Headers whose second copy would make the request mean two things: which
+/// token, which key, which signature. (Framing headers never get here
+/// twice: the HTTP layer refuses two different `Content-Length`s and drops
+/// `Content-Length` beside `Transfer-Encoding`, closing the connection after
+/// the answer; see docs/delivery.md.)
+const SINGLE: [&str; 5] = [
+    "authorization",
+    "idempotency-key",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+];
+
+/// Refuses a request that can be read two ways: a header that must appear
+/// once (those above, and the source's tenant header) appearing twice.
+fn unambiguous(source: &Source, h: &HeaderMap) -> Result<(), Outcome> {
+    let twice = |name: &str| h.get_all(name).iter().nth(1).is_some();
+    let tenant_twice = match &source.tenant {
+        TenantRule::Header(name) => twice(name.as_str()),
+        TenantRule::Fixed(_) => false,
+    };
+    if tenant_twice || SINGLE.iter().any(|n| twice(n)) {
+        return Err(Outcome::HeaderAmbiguous);
+    }
+    Ok(())
+}
+
 /// Every check that needs only the headers.
 fn admit(app: &AppState, source_id: &str, h: &HeaderMap) -> Result<Admitted, Outcome> {
     let source = app
@@ -261,6 +288,7 @@ fn admit(app: &AppState, source_id: &str, h: &HeaderMap) -> Result<Admitted, Out
         .get(source_id)
         .cloned()
         .ok_or(Outcome::SourceUnknown)?;
+    unambiguous(&source, h)?;
     if let Some(expected) = &source.token_digest {
         let presented = h
             .get(header::AUTHORIZATION)

@@ -92,6 +92,16 @@ pub struct Metrics {
     pub dedupe_swept: AtomicU64,
     pub recovered_inflight: AtomicU64,
     pub tenants_allocated: AtomicU64,
+    /// Connections open on every listener ([`super::listener`]).
+    pub connections: AtomicI64,
+    /// Connections answered `connections_full` (or closed unanswered).
+    pub connections_refused: AtomicU64,
+    pub accept_errors: AtomicU64,
+    /// Connections closed because a request head did not arrive in time.
+    pub header_timeouts: AtomicU64,
+    /// The store's write fault and its recoveries ([`super::health`]).
+    pub store_fault: AtomicI64,
+    pub store_recoveries: AtomicU64,
     /// The dispatcher's and the delivery workers' counters (issue 4).
     pub dispatch: crate::daemon::dispatch::DispatchMetrics,
     /// The archiver's counters.
@@ -203,6 +213,42 @@ impl Metrics {
             "ankusa_tenants_allocated_total",
             "Tenant ordinals allocated by this process.",
             r(&self.tenants_allocated),
+        );
+        gauge(
+            &mut out,
+            "ankusa_http_connections",
+            "Connections open on the ingest and admin listeners.",
+            self.connections.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "ankusa_http_connections_refused_total",
+            "Connections refused past a listener's connection cap (503 connections_full).",
+            r(&self.connections_refused),
+        );
+        counter(
+            &mut out,
+            "ankusa_http_accept_errors_total",
+            "Failed accepts (out of descriptors among them).",
+            r(&self.accept_errors),
+        );
+        counter(
+            &mut out,
+            "ankusa_http_header_timeouts_total",
+            "Connections closed because a request head did not arrive within http.header_timeout.",
+            r(&self.header_timeouts),
+        );
+        gauge(
+            &mut out,
+            "ankusa_store_fault",
+            "1 while the store refuses writes (the node answers 503 and /healthz is not ready).",
+            self.store_fault.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "ankusa_store_recoveries_total",
+            "Store write faults this process recovered from without a restart.",
+            r(&self.store_recoveries),
         );
         self.dispatch.render(&mut out);
         self.archive.render(&mut out);

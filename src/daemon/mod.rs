@@ -42,7 +42,9 @@ pub mod config;
 pub mod delivery;
 pub mod dispatch;
 pub mod ingest;
+pub mod listener;
 pub mod metrics;
+pub mod open_files;
 pub mod outcome;
 pub mod signature;
 pub mod writer;
@@ -81,6 +83,14 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
         }
     };
     let settings = Settings::load(&path)?;
+    let budget = open_files::raise(&settings).map_err(|e| eyre!(e))?;
+    tracing::info!(
+        soft_before = budget.soft_before,
+        soft = budget.soft,
+        hard = budget.hard,
+        needed = budget.needed,
+        "open-file limit"
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ankusa")
@@ -286,35 +296,45 @@ impl Daemon {
             );
             archive::start(a, stop_rx.clone())
         });
+        let limits = listener::Limits {
+            max_connections: settings.max_connections,
+            header_timeout: settings.header_timeout,
+        };
+        let admin_limits = listener::Limits {
+            max_connections: open_files::ADMIN_CONNECTIONS,
+            ..limits
+        };
         let mut admin_servers = Vec::new();
         if let Some(sock) = admin_socket {
-            let mut graceful = stop_rx.clone();
-            let app = admin::router(admin_state.clone())
-                .into_make_service_with_connect_info::<admin::SocketPeer>();
-            admin_servers.push(tokio::spawn(async move {
-                axum::serve(sock, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = graceful.wait_for(|s| *s).await;
-                    })
-                    .await
-            }));
+            let app = admin::router(admin_state.clone());
+            admin_servers.push(tokio::spawn(listener::serve(
+                sock,
+                app,
+                admin_limits,
+                metrics.clone(),
+                "admin socket",
+                stop_rx.clone(),
+            )));
         }
         if let Some(tcp) = admin_tcp {
-            let mut graceful = stop_rx.clone();
             let app = admin::router(admin_state.clone());
-            admin_servers.push(tokio::spawn(async move {
-                axum::serve(tcp, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = graceful.wait_for(|s| *s).await;
-                    })
-                    .await
-            }));
+            admin_servers.push(tokio::spawn(listener::serve(
+                tcp,
+                app,
+                admin_limits,
+                metrics.clone(),
+                "admin",
+                stop_rx.clone(),
+            )));
         }
-        let mut graceful = stop_rx.clone();
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = graceful.wait_for(|s| *s).await;
-        });
-        let mut server = tokio::spawn(async move { server.await });
+        let mut server = tokio::spawn(listener::serve(
+            listener,
+            app,
+            limits,
+            metrics.clone(),
+            "ingest",
+            stop_rx.clone(),
+        ));
         let mut stopping = stop_rx;
         let finished = tokio::select! {
             r = &mut server => Some(r),
@@ -327,8 +347,7 @@ impl Daemon {
                 .ok(),
         };
         match finished {
-            Some(Ok(Ok(()))) => {}
-            Some(Ok(Err(e))) => return Err(eyre!(e).wrap_err("the HTTP server failed")),
+            Some(Ok(())) => {}
             Some(Err(e)) => return Err(eyre!(e).wrap_err("the HTTP server task failed")),
             None => {
                 eprintln!(

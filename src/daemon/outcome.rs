@@ -23,6 +23,7 @@ pub enum Outcome {
     TenantInvalid,
     IdempotencyKeyInvalid,
     HeaderInvalid,
+    HeaderAmbiguous,
     BodyTooLarge,
     BodyTimeout,
     BodyUnreadable,
@@ -31,10 +32,13 @@ pub enum Outcome {
     Overloaded,
     StoreUnavailable,
     ShuttingDown,
+    /// The listener holds `http.max_connections`: answered before any
+    /// request is read, then the connection is closed.
+    ConnectionsFull,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 20] = [
+    pub const ALL: [Outcome; 22] = [
         Outcome::Accepted,
         Outcome::Duplicate,
         Outcome::SourceUnknown,
@@ -47,6 +51,7 @@ impl Outcome {
         Outcome::TenantInvalid,
         Outcome::IdempotencyKeyInvalid,
         Outcome::HeaderInvalid,
+        Outcome::HeaderAmbiguous,
         Outcome::BodyTooLarge,
         Outcome::BodyTimeout,
         Outcome::BodyUnreadable,
@@ -55,6 +60,7 @@ impl Outcome {
         Outcome::Overloaded,
         Outcome::StoreUnavailable,
         Outcome::ShuttingDown,
+        Outcome::ConnectionsFull,
     ];
 
     /// The stable code: the `error` field of a refusal and the `outcome`
@@ -73,6 +79,7 @@ impl Outcome {
             Outcome::TenantInvalid => "tenant_invalid",
             Outcome::IdempotencyKeyInvalid => "idempotency_key_invalid",
             Outcome::HeaderInvalid => "header_invalid",
+            Outcome::HeaderAmbiguous => "header_ambiguous",
             Outcome::BodyTooLarge => "body_too_large",
             Outcome::BodyTimeout => "body_timeout",
             Outcome::BodyUnreadable => "body_unreadable",
@@ -81,6 +88,7 @@ impl Outcome {
             Outcome::Overloaded => "overloaded",
             Outcome::StoreUnavailable => "store_unavailable",
             Outcome::ShuttingDown => "shutting_down",
+            Outcome::ConnectionsFull => "connections_full",
         }
     }
 
@@ -97,6 +105,7 @@ impl Outcome {
             | Outcome::TenantInvalid
             | Outcome::IdempotencyKeyInvalid
             | Outcome::HeaderInvalid
+            | Outcome::HeaderAmbiguous
             | Outcome::BodyUnreadable => StatusCode::BAD_REQUEST,
             Outcome::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Outcome::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -104,7 +113,8 @@ impl Outcome {
             | Outcome::QueueFull
             | Outcome::Overloaded
             | Outcome::StoreUnavailable
-            | Outcome::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            | Outcome::ShuttingDown
+            | Outcome::ConnectionsFull => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -113,7 +123,10 @@ impl Outcome {
         match self {
             // A tenant slot frees only when an operator acts: back off long.
             Outcome::TenantLimit => Some(300),
-            Outcome::QueueFull | Outcome::Overloaded | Outcome::ShuttingDown => Some(1),
+            Outcome::QueueFull
+            | Outcome::Overloaded
+            | Outcome::ShuttingDown
+            | Outcome::ConnectionsFull => Some(1),
             Outcome::StoreUnavailable => Some(5),
             _ => None,
         }
@@ -134,12 +147,18 @@ impl Outcome {
             Outcome::SignatureStale => "webhook-timestamp is outside the allowed tolerance",
             Outcome::TenantMissing => "this source needs the tenant header",
             Outcome::TenantInvalid => {
-                "tenant ids are 1 to 128 bytes of UTF-8 without control characters"
+                "tenant ids are 1 to 128 bytes of UTF-8 in normal form C, without control, \
+                 invisible, direction-changing or private-use characters (docs/delivery.md)"
             }
             Outcome::IdempotencyKeyInvalid => {
                 "Idempotency-Key must be 1 to 255 printable ASCII characters"
             }
             Outcome::HeaderInvalid => "a kept header is not text or is longer than 8192 bytes",
+            Outcome::HeaderAmbiguous => {
+                "a header that must appear once appears more than once (Authorization, the \
+                 tenant header, Idempotency-Key, webhook-id, webhook-timestamp, \
+                 webhook-signature)"
+            }
             Outcome::BodyTooLarge => "the body is larger than this source accepts",
             Outcome::BodyTimeout => "the body did not arrive in time",
             Outcome::BodyUnreadable => "the body could not be read",
@@ -149,6 +168,9 @@ impl Outcome {
             Outcome::StoreUnavailable => "the store could not commit the hook; nothing was stored",
             Outcome::ShuttingDown => {
                 "the daemon is shutting down; retry on another node or shortly"
+            }
+            Outcome::ConnectionsFull => {
+                "this listener holds http.max_connections connections; retry shortly"
             }
         }
     }

@@ -83,8 +83,14 @@ pub fn db_options(create: bool) -> Options {
     // Readers (the console's follower, read-only tools) replay the
     // unflushed WAL when they open: keeping it small keeps opening fast.
     o.set_max_total_wal_size(64 << 20);
+    // Bounded, so the daemon can count its descriptors at boot (RocksDB's
+    // default keeps every table file open, which grows with the store).
+    o.set_max_open_files(MAX_OPEN_FILES);
     o
 }
+
+/// Table files RocksDB keeps open at most (its table cache).
+pub const MAX_OPEN_FILES: i32 = 512;
 
 /// Memtable size of a family (bytes).
 fn write_buffer_size(f: Family) -> usize {

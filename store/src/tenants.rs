@@ -31,24 +31,88 @@ pub const DEFAULT_TENANT: &str = "default";
 /// Longest tenant id in bytes.
 pub const MAX_ID_LEN: usize = 128;
 
-/// Checks a tenant id: UTF-8 (given), 1 to 128 bytes, no control
-/// characters (dedupe keys use NUL as a separator).
+/// Checks a tenant id against the one rule ingest, the admin API, the
+/// configuration and the migration share (docs/delivery.md, "Tenant ids"):
+/// 1 to 128 bytes of UTF-8 in Unicode normal form C, with no character that
+/// can make two different ids read the same on an operator's screen:
+/// - no control characters (dedupe keys also use NUL as a separator);
+/// - no format characters (general category Cf: zero-width spaces and
+///   joiners, bidi overrides and isolates, the byte order mark) and no
+///   other default-ignorable code points (variation selectors, Hangul
+///   fillers): they are invisible, or reorder what is around them;
+/// - no line or paragraph separators and no whitespace but the ASCII space,
+///   and not that at either end (`acme` and `acme ` would read the same);
+/// - no private-use characters (they draw as whatever a font decides).
+///
+/// Normal form C makes `é` written as one code point and as `e` + U+0301
+/// one id instead of two that look identical. Look-alikes across scripts
+/// (a Cyrillic `а` for a Latin `a`) are not caught: ids that come from
+/// untrusted input are safest in ASCII.
 pub fn validate_id(id: &str) -> Result<()> {
+    let refuse = |why: String| Err(StoreError::InvalidTenant(why));
     if id.is_empty() {
-        return Err(StoreError::InvalidTenant("tenant id is empty".into()));
+        return refuse("tenant id is empty".into());
     }
     if id.len() > MAX_ID_LEN {
-        return Err(StoreError::InvalidTenant(format!(
+        return refuse(format!(
             "tenant id is {} bytes, the limit is {MAX_ID_LEN}",
             id.len()
-        )));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(StoreError::InvalidTenant(
-            "tenant id contains a control character".into(),
         ));
     }
+    if let Some(c) = id.chars().find(|&c| refused_char(c)) {
+        return refuse(format!(
+            "tenant id contains U+{:04X}, a control, invisible, direction-changing, \
+             private-use or non-ASCII whitespace character",
+            u32::from(c)
+        ));
+    }
+    if id.starts_with(' ') || id.ends_with(' ') {
+        return refuse("tenant id starts or ends with a space".into());
+    }
+    if !unicode_normalization::is_nfc(id) {
+        return refuse("tenant id is not in Unicode normal form C (NFC)".into());
+    }
     Ok(())
+}
+
+/// Format characters (Cf) and default-ignorable code points, from the
+/// Unicode 15.1 character database (`UnicodeData.txt` and the
+/// Default_Ignorable_Code_Point property), merged into ranges.
+const INVISIBLE: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+];
+
+fn refused_char(c: char) -> bool {
+    let u = u32::from(c);
+    c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || INVISIBLE.iter().any(|&(lo, hi)| (lo..=hi).contains(&u))
+        || (0xE000..=0xF8FF).contains(&u)
+        || u >= 0xF0000
 }
 
 fn decode_ord(b: &[u8]) -> Result<u32> {
@@ -516,5 +580,47 @@ mod console_query_tests {
         // Windows that start after 0 ignore older rows.
         let c = crate::queries::due_window_counts(&s, &[t], &[20, 30, 50], 8).expect("counts");
         assert_eq!(c[0], [5, 1]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_would_read_like_another_are_refused() {
+        for ok in ["acme", "tenant-000001", "Zürich", "東京", "a b", "café"] {
+            assert!(validate_id(ok).is_ok(), "{ok:?} refused");
+        }
+        for bad in [
+            "",
+            "acme\u{200B}",     // zero-width space
+            "\u{202E}emca",     // right-to-left override
+            "ac\u{2066}me",     // left-to-right isolate
+            "acme\u{FEFF}",     // byte order mark
+            "acme\u{00AD}",     // soft hyphen
+            "acme\u{FE0F}",     // variation selector
+            "acme\u{E0061}",    // tag character
+            "\u{3164}acme",     // Hangul filler
+            "acme\u{00A0}corp", // no-break space
+            "acme\u{2028}",     // line separator
+            "acme ",
+            " acme",
+            "acme\t",
+            "acme\u{85}",
+            "acme\u{E000}", // private use
+            "cafe\u{301}",  // not NFC: `é` decomposed
+        ] {
+            assert!(validate_id(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(validate_id(&"a".repeat(MAX_ID_LEN)).is_ok());
+        assert!(validate_id(&"a".repeat(MAX_ID_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn the_invisible_table_is_sorted_and_disjoint() {
+        for w in INVISIBLE.windows(2) {
+            assert!(w[0].0 <= w[0].1 && w[0].1 < w[1].0, "{w:x?}");
+        }
     }
 }

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use common::{client, store_check, write_config, Daemon, BIN};
 use serde_json::{json, Value};
 
-const ADMIN: &str = "admin-token-0123456789";
-const ACME: &str = "acme-token-0123456789";
+pub(crate) const ADMIN: &str = "admin-token-0123456789";
+pub(crate) const ACME: &str = "acme-token-0123456789";
 /// The tenant the scoped token may see (a fixture tenant).
-const OWN: &str = "tenant-000004";
+pub(crate) const OWN: &str = "tenant-000004";
 const OTHER: &str = "tenant-000002";
 
-fn fixture(dir: &Path, tenants: u32, rows: u64) {
+pub(crate) fn fixture(dir: &Path, tenants: u32, rows: u64) {
     let out = Command::new(BIN)
         .args(["store", "fixture", "--format", "3", "--out"])
         .arg(dir.join("store"))
@@ -42,7 +42,7 @@ fn fixture(dir: &Path, tenants: u32, rows: u64) {
     );
 }
 
-fn config(dir: &Path) {
+pub(crate) fn config(dir: &Path) {
     write_config(
         dir,
         &format!(

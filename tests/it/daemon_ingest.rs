@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use ankusa_store::{queries, tenants, Field, Store};
-use common::{client, config_with, seq_of, store_check, write_config, Daemon};
+use common::{client, config_with, raw_http, seq_of, store_check, write_config, Daemon};
 use serde_json::Value;
 
 const SHOP_AND_SHARED: &str = r#"
@@ -228,23 +228,6 @@ where
 
 /// Sends a raw HTTP/1.1 request (for what reqwest will not send: chunked
 /// bodies without a length) and returns the status and body.
-fn raw_http(base: &str, request: &[u8]) -> (u16, String) {
-    let addr = base.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    // The server may answer and close before the whole body is written.
-    let _ = s.write_all(request);
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refusal_has_its_status_and_stable_code_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,4 +13,5 @@ mod daemon_crash;
 mod daemon_dispatch;
 mod daemon_ingest;
 mod demo;
+mod hostile;
 mod layers;

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -255,4 +255,57 @@ pub fn raw_open(path: impl AsRef<Path>) -> rocksdb::DB {
         })
         .collect();
     rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, cfs).expect("raw open")
+}
+
+/// Sends `request` as raw bytes on a new connection to `base`
+/// (`http://host:port`) and reads until the server closes: the status (0
+/// when there was no answer) and everything it sent.
+pub fn raw_http(base: &str, request: &[u8]) -> (u16, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    // The server may answer and close before the whole body is written.
+    let _ = s.write_all(request);
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// One raw answer, split.
+#[derive(Debug)]
+pub struct RawAnswer {
+    pub status: u16,
+    /// The head, header names lowercased.
+    pub head: String,
+    pub body: String,
+}
+
+impl RawAnswer {
+    /// The `error` code of a JSON body, if the body is JSON.
+    pub fn code(&self) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_str(&self.body).ok()?;
+        v.get("error")?.as_str().map(str::to_owned)
+    }
+
+    pub fn is_json(&self) -> bool {
+        self.head.contains("content-type: application/json")
+    }
+}
+
+/// [`raw_http`], split into head and body.
+pub fn raw(base: &str, request: &[u8]) -> RawAnswer {
+    let (status, text) = raw_http(base, request);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    RawAnswer {
+        status,
+        head: head.to_ascii_lowercase(),
+        body: body.to_owned(),
+    }
 }
