@@ -34,6 +34,30 @@ pub struct DaemonInfo {
     pub version: String,
     pub uptime_ms: u64,
     pub jobs_running: u64,
+    /// Present while the store refuses writes: ingest answers `503
+    /// store_unavailable` and `/healthz` is not ready until it recovers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_fault: Option<StoreFault>,
+}
+
+/// A store write fault, as the daemon reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreFault {
+    /// When the first failed write happened (ms since the epoch).
+    pub since_ms: u64,
+    /// RocksDB's words for the last failure.
+    pub error: String,
+    pub failed_writes: u64,
+}
+
+impl From<ankusa_store::WriteFault> for StoreFault {
+    fn from(f: ankusa_store::WriteFault) -> Self {
+        StoreFault {
+            since_ms: f.since_ms,
+            error: f.error,
+            failed_writes: f.failed_writes,
+        }
+    }
 }
 
 /// `GET /v1/admin/tenants`: one page.

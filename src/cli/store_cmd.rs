@@ -17,10 +17,12 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
             let s = Store::open_read_only(&store.store)?;
             let i = info::gather(&s, ankusa_store::system_now_ms())?;
             let took = started.elapsed();
+            let daemon = daemon_info(&store.store);
             if json {
-                print_json(&i)?;
+                print_json(&InfoOut { info: &i, daemon })?;
             } else {
                 print_info(&i, took);
+                print_daemon(daemon.as_ref());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -157,6 +159,48 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `store info --json`: the store's figures, and the daemon's view when one
+/// answers on the store's socket (its store fault above all).
+#[derive(serde::Serialize)]
+struct InfoOut<'a> {
+    #[serde(flatten)]
+    info: &'a info::StoreInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    daemon: Option<ankusa_ops::model::DaemonInfo>,
+}
+
+/// What the store's daemon says of itself, if one answers. A daemon that
+/// cannot be asked is not an error here: the store's own figures stand.
+fn daemon_info(store: &std::path::Path) -> Option<ankusa_ops::model::DaemonInfo> {
+    use ankusa_ops::client::{Client, Probe};
+    match Client::probe(store, None) {
+        Ok(Probe::Daemon(c)) => c
+            .get::<ankusa_ops::model::Stats>(ankusa_ops::routes::STATS)
+            .ok()
+            .and_then(|s| s.daemon),
+        _ => None,
+    }
+}
+
+fn print_daemon(d: Option<&ankusa_ops::model::DaemonInfo>) {
+    let Some(d) = d else { return };
+    println!(
+        "daemon       pid {}, up {}, {} jobs running",
+        d.pid,
+        output::age(d.uptime_ms),
+        d.jobs_running
+    );
+    if let Some(f) = &d.store_fault {
+        let age = ankusa_store::system_now_ms().saturating_sub(f.since_ms);
+        println!(
+            "STORE FAULT  writes refused for {} ({} failed): {}; ingest answers 503 and /healthz is not ready until the daemon recovers it",
+            output::age(age),
+            f.failed_writes,
+            f.error
+        );
     }
 }
 

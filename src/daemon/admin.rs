@@ -386,6 +386,7 @@ async fn stats(
         version: env!("CARGO_PKG_VERSION").to_owned(),
         uptime_ms: u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         jobs_running: s.jobs.running(),
+        store_fault: s.store.write_fault().map(Into::into),
     });
     Ok(Json(out).into_response())
 }

@@ -138,8 +138,8 @@ pub enum Ended {
     Delivered,
     Retried,
     Dead,
-    /// The outcome could not be recorded; the row stays inflight until boot
-    /// recovery.
+    /// The outcome could not be recorded; the row stays inflight until the
+    /// dispatcher's next tick returns it to due (it is delivered again).
     Unrecorded,
 }
 
@@ -204,7 +204,7 @@ impl Deliverer {
             Err(e) => {
                 tracing::error!(
                     hook = %HookId(row.seq), sink = row.sink, error = %e,
-                    "cannot record a delivery outcome; the row stays inflight until restart"
+                    "cannot record a delivery outcome; the next tick returns the row to due"
                 );
                 Ended::Unrecorded
             }

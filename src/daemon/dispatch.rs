@@ -31,7 +31,7 @@
 //! - The scheduler groups tenants by nothing (group 0): the source of a
 //!   tenant's head row would need a hook read per tenant per tick.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -106,6 +106,8 @@ pub struct DispatchMetrics {
     pub retried: AtomicU64,
     pub dead: AtomicU64,
     pub unrecorded: AtomicU64,
+    /// Inflight rows nobody delivered, returned to due by a later tick.
+    pub stranded_released: AtomicU64,
     pub inflight: AtomicI64,
     pub markers_deleted: AtomicU64,
     pub markers_restored: AtomicU64,
@@ -123,7 +125,7 @@ impl DispatchMetrics {
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 15] = [
+        let counters: [(&str, &str, u64); 16] = [
             (
                 "ankusa_dispatch_ticks_total",
                 "Dispatch ticks run.",
@@ -166,8 +168,13 @@ impl DispatchMetrics {
             ),
             (
                 "ankusa_delivery_unrecorded_total",
-                "Outcomes that could not be committed (rows left inflight until restart).",
+                "Outcomes that could not be committed (the next tick returns their rows to due).",
                 r(&self.unrecorded),
+            ),
+            (
+                "ankusa_dispatch_stranded_released_total",
+                "Inflight rows nobody was delivering (an unrecorded outcome, a store reopen) returned to due.",
+                r(&self.stranded_released),
             ),
             (
                 "ankusa_dispatch_markers_deleted_total",
@@ -235,19 +242,28 @@ impl DispatchMetrics {
 #[derive(Debug, Default)]
 pub struct Inflight {
     by_tenant: Mutex<HashMap<u32, u32>>,
+    /// `(seq, sink)` of every row whose delivery is in progress here.
+    rows: Mutex<HashSet<(u64, u16)>>,
     total: AtomicU64,
     idle: Notify,
 }
 
 impl Inflight {
-    fn add(&self, ord: u32, n: u32) {
+    fn add(&self, row: &InflightRow) {
         if let Ok(mut m) = self.by_tenant.lock() {
-            *m.entry(ord).or_insert(0) += n;
+            *m.entry(row.ord).or_insert(0) += 1;
         }
-        self.total.fetch_add(u64::from(n), Ordering::SeqCst);
+        if let Ok(mut rows) = self.rows.lock() {
+            rows.insert((row.seq, row.sink));
+        }
+        self.total.fetch_add(1, Ordering::SeqCst);
     }
 
-    fn done(&self, ord: u32) {
+    fn done(&self, row: &InflightRow) {
+        let ord = row.ord;
+        if let Ok(mut rows) = self.rows.lock() {
+            rows.remove(&(row.seq, row.sink));
+        }
         if let Ok(mut m) = self.by_tenant.lock() {
             if let Some(c) = m.get_mut(&ord) {
                 *c = c.saturating_sub(1);
@@ -267,6 +283,11 @@ impl Inflight {
 
     fn snapshot(&self) -> HashMap<u32, u32> {
         self.by_tenant.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// The rows being delivered now.
+    fn held(&self) -> HashSet<(u64, u16)> {
+        self.rows.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     async fn wait_idle(&self) {
@@ -546,6 +567,9 @@ pub struct Dispatcher {
     sched: Arc<Mutex<(Scheduler, ActiveSet)>>,
     inflight: Arc<Inflight>,
     deliverer: Arc<Deliverer>,
+    /// The store generation and unrecorded count the last stranded-row
+    /// sweep covered.
+    swept: Mutex<(u64, u64)>,
 }
 
 impl Dispatcher {
@@ -563,6 +587,11 @@ impl Dispatcher {
             &settings.sources,
             d.per_sink,
         )?;
+        // Boot returned every inflight row to due: nothing is stranded yet.
+        let swept = (
+            store.generation(),
+            metrics.dispatch.unrecorded.load(Ordering::SeqCst),
+        );
         let sched = Scheduler::new(Config {
             // Remember as many tenants as the node may have, bounded anyway.
             max_tenants: (settings.writer.tenants_max as usize).min(1_000_000),
@@ -576,6 +605,7 @@ impl Dispatcher {
             sched: Arc::new(Mutex::new((sched, ActiveSet::default()))),
             inflight: Arc::new(Inflight::default()),
             deliverer: Arc::new(deliverer),
+            swept: Mutex::new(swept),
         })
     }
 
@@ -659,6 +689,7 @@ impl Dispatcher {
         // From planning (which reads the due rows) to the claim's commit: a
         // purge must not delete a row this tick is about to claim.
         let rows_guard = ankusa_ops::rowlock::hold();
+        self.release_stranded(now);
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
@@ -701,7 +732,7 @@ impl Dispatcher {
                 .quarantined
                 .fetch_add(plan.bad.len() as u64, Ordering::Relaxed);
             for r in claimed {
-                self.inflight.add(r.ord, 1);
+                self.inflight.add(&r);
                 self.metrics
                     .dispatch
                     .inflight
@@ -742,18 +773,53 @@ impl Dispatcher {
         Ok((plan.visited, out))
     }
 
+    /// Returns to due the inflight rows nobody here delivers, when there
+    /// can be some: after an outcome that could not be recorded, or after the
+    /// store was reopened (a claim whose commit failed may have reached the
+    /// WAL). Runs under the row lock, before planning, so no claim is half
+    /// done; a failure is retried next tick.
+    fn release_stranded(&self, now: u64) {
+        let m = &self.metrics.dispatch;
+        let want = (self.store.generation(), m.unrecorded.load(Ordering::SeqCst));
+        let mut swept = self
+            .swept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *swept == want {
+            return;
+        }
+        match transitions::recover_inflight_except(&self.store, now, &self.inflight.held()) {
+            Ok(n) => {
+                *swept = want;
+                if n > 0 {
+                    m.stranded_released.fetch_add(n, Ordering::Relaxed);
+                    tracing::warn!(
+                        rows = n,
+                        "returned inflight rows nobody was delivering to due"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot return stranded inflight rows yet; next tick");
+            }
+        }
+    }
+
     fn spawn_delivery(self: Arc<Self>, row: InflightRow) {
         tokio::spawn(async move {
             let ended = self.deliverer.deliver(row).await;
+            // Out of the held set before an unrecorded outcome is counted:
+            // the count is what makes the next tick return the row to due,
+            // and a held row would be skipped.
+            self.inflight.done(&row);
             let m = &self.metrics.dispatch;
             match ended {
                 Ended::Delivered => m.delivered.fetch_add(1, Ordering::Relaxed),
                 Ended::Retried => m.retried.fetch_add(1, Ordering::Relaxed),
                 Ended::Dead => m.dead.fetch_add(1, Ordering::Relaxed),
-                Ended::Unrecorded => m.unrecorded.fetch_add(1, Ordering::Relaxed),
+                Ended::Unrecorded => m.unrecorded.fetch_add(1, Ordering::SeqCst),
             };
             m.inflight.fetch_sub(1, Ordering::Relaxed);
-            self.inflight.done(row.ord);
         });
     }
 }

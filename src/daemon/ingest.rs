@@ -2,7 +2,8 @@
 //!
 //! Owns the request path from the first header to the answer: source
 //! lookup, token, tenant, idempotency key, body limits, signature, and the
-//! hand-off to the writer. Also `GET /healthz` and `GET /metrics`.
+//! hand-off to the writer. Also `GET /healthz` (readiness), `GET /livez`
+//! (liveness) and `GET /metrics`.
 //!
 //! Invariants:
 //! - Checks run cheapest first and everything that can be decided from the
@@ -64,7 +65,8 @@ pub struct AppState {
 pub fn router(state: Arc<AppState>, largest_body: usize, metrics: bool) -> Router {
     let mut r = Router::new()
         .route("/v1/sources/{source}/hooks", post(ingest))
-        .route("/healthz", get(healthz));
+        .route("/healthz", get(healthz))
+        .route("/livez", get(livez));
     if metrics {
         r = r.route("/metrics", get(render_metrics));
     }
@@ -88,8 +90,12 @@ async fn request_id(req: Request, next: Next) -> Response {
     resp
 }
 
-async fn healthz() -> Response {
-    Json(json!({"status": "ok"})).into_response()
+async fn healthz(State(app): State<Arc<AppState>>) -> Response {
+    super::health::readiness(&app.store)
+}
+
+async fn livez() -> Response {
+    super::health::liveness()
 }
 
 async fn render_metrics(State(app): State<Arc<AppState>>) -> Response {

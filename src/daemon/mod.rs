@@ -30,6 +30,9 @@
 //! - The archiver ([`archive`]) starts beside dispatch when
 //!   `archive.enabled` and stops with the signal; an unsettled obligation
 //!   is simply picked up by the next boot.
+//! - A store that stops taking writes (out of descriptors, a full disk)
+//!   is recovered in place by [`health::recover_loop`], which runs from the
+//!   start to the signal; `/healthz` is not ready meanwhile.
 //! - The admin API ([`admin`]) is bound (socket, and TCP when configured)
 //!   before the `listening on` line, resumes the jobs the last run left,
 //!   and stops with the signal; its jobs stop between chunks and resume at
@@ -41,6 +44,7 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
+pub mod health;
 pub mod ingest;
 pub mod listener;
 pub mod metrics;
@@ -286,6 +290,11 @@ impl Daemon {
             stop.await;
             let _ = stop_tx.send(true);
         });
+        let recovery = tokio::spawn(health::recover_loop(
+            store.clone(),
+            metrics.clone(),
+            stop_rx.clone(),
+        ));
         let dispatch = dispatcher.map(|d| d.start(stop_rx.clone()));
         let archiver = settings.archive.enabled.then(|| {
             let a = archive::Archiver::new(
@@ -379,6 +388,7 @@ impl Daemon {
             }
         }
         admin_state.jobs.shutdown().await;
+        let _ = recovery.await;
         if settings.admin.socket {
             let _ = std::fs::remove_file(ankusa_ops::socket_path(&settings.store_path));
         }

@@ -20,8 +20,12 @@
 //! - A job is answered `Accepted` only after the commit holding its hook
 //!   returned with the WAL synced.
 //! - A failed commit changes nothing in memory: the allocator learns a
-//!   resolution and the sequence advances only after a successful commit,
-//!   so the next batch reuses the same ordinals and seqs.
+//!   resolution and the sequence advances only after a successful commit.
+//!   But a failed write may still have reached the WAL (RocksDB refuses a
+//!   write whose sync failed, and replays it at the next open), so after a
+//!   failure, and after the store was reopened, the next batch first reloads
+//!   the sequence and the next ordinal from the store: a seq or an ordinal
+//!   is never handed out twice whichever way the failed write ended.
 //! - A new tenant past `tenants.max` is refused job by job; the other jobs
 //!   of the batch still commit.
 //! - Two jobs of one batch with the same (tenant, idempotency key) become
@@ -145,6 +149,9 @@ pub struct Writer {
     metrics: Arc<Metrics>,
     rx: Receiver<Job>,
     queued_bytes: Arc<AtomicUsize>,
+    /// The store's generation the sequence and allocator were loaded at;
+    /// `None` after a failed commit: reload before the next one.
+    loaded_at: Option<u64>,
     /// Sizes of the committed batches, for `bench ingest` (which replays
     /// the same batches straight to the store for its ceiling).
     pub batch_log: Option<Arc<Mutex<Vec<usize>>>>,
@@ -159,6 +166,7 @@ impl Writer {
         settings: WriterSettings,
         metrics: Arc<Metrics>,
     ) -> Result<(Writer, WriterHandle), StoreError> {
+        let loaded_at = Some(store.generation());
         let alloc = TenantAllocator::load(&store, settings.tenants_max)?;
         let next_seq = store.next_seq()?;
         let (tx, rx) = mpsc::sync_channel(settings.queue);
@@ -179,6 +187,7 @@ impl Writer {
                 metrics,
                 rx,
                 queued_bytes,
+                loaded_at,
                 batch_log: None,
             },
             handle,
@@ -260,7 +269,29 @@ impl Writer {
     }
 
     /// The outcome of each job, in order, after one synced commit.
+    /// Reloads the sequence and the next ordinal when a failed commit or a
+    /// reopen may have left them behind the store.
+    fn reload_if_stale(&mut self) -> Result<(), StoreError> {
+        let generation = self.store.generation();
+        if self.loaded_at == Some(generation) {
+            return Ok(());
+        }
+        self.alloc = TenantAllocator::load(&self.store, self.settings.tenants_max)?;
+        self.next_seq = self.store.next_seq()?;
+        self.loaded_at = Some(generation);
+        tracing::info!(
+            next_seq = self.next_seq,
+            "reloaded the sequence and the tenant allocator"
+        );
+        Ok(())
+    }
+
     fn commit(&mut self, jobs: &[Job]) -> Vec<WriteOutcome> {
+        if let Err(e) = self.reload_if_stale() {
+            tracing::error!(error = %e, jobs = jobs.len(), "cannot reload the sequence; batch refused");
+            self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
+            return vec![WriteOutcome::Refused(Outcome::StoreUnavailable); jobs.len()];
+        }
         let now = self.clock.now_ms();
         let ttl = u64::try_from(self.settings.dedupe_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut batch = Batch::new();
@@ -353,6 +384,7 @@ impl Writer {
             Err(e) => {
                 tracing::error!(error = %e, jobs = jobs.len(), "synced commit failed; batch refused");
                 self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
+                self.loaded_at = None;
                 // Duplicates of hooks committed earlier stay true; a
                 // duplicate of a hook in this very batch does not.
                 let first_new = self.next_seq;

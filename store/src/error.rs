@@ -90,6 +90,14 @@ pub enum StoreError {
     #[error("the store was opened {0}; this operation writes")]
     ReadOnly(&'static str),
 
+    /// Something held the store too long for the operation to wait.
+    #[error("{0}")]
+    Busy(&'static str),
+
+    /// The handle is closed between two opens ([`crate::Store::reopen`]).
+    #[error("the store is being reopened after a write fault; retry shortly")]
+    Reopening,
+
     #[error("scan of {family} stopped early: {message}")]
     Scan {
         family: &'static str,

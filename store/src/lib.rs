@@ -57,7 +57,7 @@ pub use counters::{Counters, Field};
 pub use error::{DecodeError, Result, StoreError};
 pub use rows::{DeadRow, DueRow, InflightRow};
 pub use schema::{Family, FORMAT};
-pub use store::{Mode, Store};
+pub use store::{Mode, Store, WriteFault};
 pub use values::{Envelope, HookId, Kind};
 
 /// Milliseconds since the Unix epoch from the system clock. Components take

@@ -793,7 +793,8 @@ pub fn due_window_counts(
     let mut ro = rocksdb::ReadOptions::default();
     ro.set_iterate_lower_bound(lo);
     ro.set_iterate_upper_bound(hi);
-    let mut it = store.db.raw_iterator_cf_opt(store.cf(Family::Index)?, ro);
+    let db = store.db()?;
+    let mut it = db.raw_iterator_cf_opt(Store::cf_in(&db, Family::Index)?, ro);
     for (row, &ord) in out.iter_mut().zip(ords) {
         // Every key from the seek below up to `stop` is this tenant's, due
         // in edges[0]..edges[cols].

@@ -11,10 +11,17 @@
 //! - Every scan checks the iterator's status when it stops: a scan cut
 //!   short by an error is an error, never a short result. Scans use iterate
 //!   bounds, never prefix iteration without a prefix extractor.
+//! - A failed write is kept as the store's [`WriteFault`] until a write
+//!   succeeds again. RocksDB refuses every write after some failures (a
+//!   WAL it could not create for want of descriptors, a full disk) until the
+//!   database is opened again: [`Store::reopen`] does that in place, for
+//!   the daemon's recovery ([`Store::probe_write`] tells when it is needed).
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use rocksdb::{ColumnFamily, DBRawIterator, ReadOptions, WriteBatch, WriteOptions, DB};
 
@@ -51,9 +58,32 @@ pub enum Dir {
     Reverse,
 }
 
+/// A write the store could not make, kept until a write succeeds again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFault {
+    /// When the first failed write of this fault happened (ms since the epoch).
+    pub since_ms: u64,
+    /// RocksDB's words for the last failure.
+    pub error: String,
+    /// Writes refused since `since_ms`.
+    pub failed_writes: u64,
+}
+
 /// An open store at format 3.
+///
+/// The RocksDB handle sits behind a lock so that [`Store::reopen`] can
+/// replace it in place: every operation takes a reference to the current
+/// handle for its own duration (a point read, one write, one bounded scan)
+/// and none keeps it, so a reopen waits at most for the operations in
+/// progress.
 pub struct Store {
-    pub(crate) db: DB,
+    db: RwLock<Option<Arc<DB>>>,
+    /// Set by a failed write, cleared by a successful one.
+    fault: Mutex<Option<WriteFault>>,
+    /// Bumped by every reopen: in-memory state derived from the store
+    /// (the writer's sequence, the dispatcher's inflight set) is checked
+    /// again when it changes.
+    generation: AtomicU64,
     path: PathBuf,
     mode: Mode,
     /// What a 2 → 3 migration keeps between its steps on this handle (the
@@ -188,13 +218,7 @@ impl Store {
         o.create_if_missing(false);
         let db = DB::open_cf_descriptors(&o, path, Family::ALL.map(schema::descriptor))
             .map_err(|e| map_open_error(path, e))?;
-        Ok(Store {
-            db,
-            path: path.to_path_buf(),
-            mode: Mode::Primary,
-            migration: Mutex::default(),
-            faults: crate::faults::Faults::from_env(),
-        })
+        Ok(Store::handle(db, path, Mode::Primary))
     }
 
     /// Creates a store in the previous release's layout (format 2: no
@@ -230,13 +254,7 @@ impl Store {
         let mut wb = WriteBatch::default();
         wb.put(meta::FORMAT, format.to_be_bytes());
         db.write_opt(wb, &wo)?;
-        Ok(Store {
-            db,
-            path: path.to_path_buf(),
-            mode: Mode::Primary,
-            migration: Mutex::default(),
-            faults: crate::faults::Faults::from_env(),
-        })
+        Ok(Store::handle(db, path, Mode::Primary))
     }
 
     /// Opens whatever families a store has, read-only, whatever its format:
@@ -246,13 +264,7 @@ impl Store {
         let db =
             DB::open_cf_descriptors_read_only(&schema::db_options(false), path, descriptors, false)
                 .map_err(|e| map_open_error(path, e))?;
-        Ok(Store {
-            db,
-            path: path.to_path_buf(),
-            mode: Mode::ReadOnly,
-            migration: Mutex::default(),
-            faults: crate::faults::Faults::from_env(),
-        })
+        Ok(Store::handle(db, path, Mode::ReadOnly))
     }
 
     /// Writes a consistent copy of the store at `out` (a RocksDB checkpoint:
@@ -334,18 +346,152 @@ impl Store {
     }
 
     fn checked(db: DB, path: &Path, mode: Mode) -> Result<Store> {
+        Self::check_families(&db)?;
+        Ok(Store::handle(db, path, mode))
+    }
+
+    fn check_families(db: &DB) -> Result<()> {
         for f in Family::ALL {
             if db.cf_handle(f.name()).is_none() {
                 return Err(StoreError::MissingFamily(f.name()));
             }
         }
-        Ok(Store {
-            db,
+        Ok(())
+    }
+
+    fn handle(db: DB, path: &Path, mode: Mode) -> Store {
+        Store {
+            db: RwLock::new(Some(Arc::new(db))),
+            fault: Mutex::new(None),
+            generation: AtomicU64::new(0),
             path: path.to_path_buf(),
             mode,
             migration: Mutex::default(),
             faults: crate::faults::Faults::from_env(),
-        })
+        }
+    }
+
+    /// The current RocksDB handle, for one operation.
+    pub(crate) fn db(&self) -> Result<Arc<DB>> {
+        let slot = self
+            .db
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.clone().ok_or(StoreError::Reopening)
+    }
+
+    /// The column family `f` of `db`.
+    pub(crate) fn cf_in(db: &DB, f: Family) -> Result<&ColumnFamily> {
+        db.cf_handle(f.name())
+            .ok_or(StoreError::MissingFamily(f.name()))
+    }
+
+    /// The write fault in force, if the last write failed.
+    pub fn write_fault(&self) -> Option<WriteFault> {
+        self.fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many times this handle was reopened.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    fn record_write(&self, result: std::result::Result<(), rocksdb::Error>) -> Result<()> {
+        let mut fault = self
+            .fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match result {
+            Ok(()) => {
+                if let Some(f) = fault.take() {
+                    tracing::info!(
+                        since_ms = f.since_ms,
+                        failed_writes = f.failed_writes,
+                        "the store takes writes again"
+                    );
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let now = crate::system_now_ms();
+                match fault.as_mut() {
+                    Some(f) => {
+                        f.failed_writes += 1;
+                        f.error = e.to_string();
+                    }
+                    None => {
+                        tracing::error!(error = %e, "a store write failed; the store is faulted until a write succeeds");
+                        *fault = Some(WriteFault {
+                            since_ms: now,
+                            error: e.to_string(),
+                            failed_writes: 1,
+                        });
+                    }
+                }
+                Err(StoreError::Rocks(e))
+            }
+        }
+    }
+
+    /// Writes and syncs an empty change (a key put and deleted in one
+    /// batch): whether the store takes synced writes now. Clears the fault
+    /// when it does.
+    pub fn probe_write(&self) -> Result<()> {
+        self.require_writable()?;
+        let db = self.db()?;
+        let meta = Self::cf_in(&db, Family::Meta)?;
+        let mut wb = WriteBatch::default();
+        wb.put_cf(meta, meta::PROBE, []);
+        wb.delete_cf(meta, meta::PROBE);
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.record_write(db.write_opt(wb, &wo))
+    }
+
+    /// Closes the RocksDB handle and opens it again, in place, so a write
+    /// fault RocksDB keeps until the next open (it refuses every write after
+    /// it could not create a file) ends without restarting the process.
+    /// Waits up to `wait` for the operations in progress to let go of the
+    /// old handle; meanwhile new ones fail with [`StoreError::Reopening`].
+    /// If the open fails the handle stays closed and the next call tries
+    /// again. Primary opens only.
+    pub fn reopen(&self, wait: Duration) -> Result<()> {
+        self.require_writable()?;
+        let old = self
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(old) = old {
+            let started = Instant::now();
+            while Arc::strong_count(&old) > 1 {
+                if started.elapsed() > wait {
+                    *self
+                        .db
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(old);
+                    return Err(StoreError::Busy(
+                        "operations in progress held the store past the reopen's wait",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // The only handle left: dropping it closes the database and
+            // releases its lock, which the open below takes again.
+            drop(old);
+        }
+        let db = Self::open_raw(&self.path, Mode::Primary)?;
+        Self::check_families(&db)?;
+        *self
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        tracing::warn!(path = %self.path.display(), "reopened the store");
+        Ok(())
     }
 
     /// Arms (or, with `None`, disarms) a fault point on this handle. Does
@@ -370,15 +516,9 @@ impl Store {
     /// Brings a follower up to date with its primary. A no-op elsewhere.
     pub fn catch_up(&self) -> Result<()> {
         if let Mode::Secondary { .. } = self.mode {
-            self.db.try_catch_up_with_primary()?;
+            self.db()?.try_catch_up_with_primary()?;
         }
         Ok(())
-    }
-
-    pub(crate) fn cf(&self, f: Family) -> Result<&ColumnFamily> {
-        self.db
-            .cf_handle(f.name())
-            .ok_or(StoreError::MissingFamily(f.name()))
     }
 
     pub(crate) fn require_writable(&self) -> Result<()> {
@@ -422,12 +562,14 @@ impl Store {
     }
 
     pub(crate) fn get(&self, f: Family, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get_cf(self.cf(f)?, key)?)
+        let db = self.db()?;
+        Ok(db.get_cf(Self::cf_in(&db, f)?, key)?)
     }
 
     pub(crate) fn multi_get(&self, f: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        let cf = self.cf(f)?;
-        let res = self.db.batched_multi_get_cf(cf, keys, false);
+        let db = self.db()?;
+        let cf = Self::cf_in(&db, f)?;
+        let res = db.batched_multi_get_cf(cf, keys, false);
         res.into_iter()
             .map(|r| r.map(|o| o.map(|p| p.to_vec())).map_err(StoreError::from))
             .collect()
@@ -441,9 +583,10 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
+        let db = self.db()?;
         let mut wb = WriteBatch::default();
         for op in &batch.ops {
-            let cf = self.cf(op.fam)?;
+            let cf = Self::cf_in(&db, op.fam)?;
             match &op.kind {
                 OpKind::Put(v) => wb.put_cf(cf, &op.key, v),
                 OpKind::Delete => wb.delete_cf(cf, &op.key),
@@ -451,15 +594,14 @@ impl Store {
             }
         }
         if !batch.deltas.is_empty() {
-            let counters = self.cf(Family::Counters)?;
+            let counters = Self::cf_in(&db, Family::Counters)?;
             for (k, v) in batch.deltas.merge_ops() {
                 wb.merge_cf(counters, k, v);
             }
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        self.db.write_opt(wb, &wo)?;
-        Ok(())
+        self.record_write(db.write_opt(wb, &wo))
     }
 
     /// Visits keys in `[lo, hi)` of a family in order until `f` breaks.
@@ -471,15 +613,17 @@ impl Store {
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(lo.to_vec());
         ro.set_iterate_upper_bound(hi.to_vec());
-        let it = self.db.raw_iterator_cf_opt(self.cf(fam)?, ro);
+        let db = self.db()?;
+        let it = db.raw_iterator_cf_opt(Self::cf_in(&db, fam)?, ro);
         drive(RocksCursor(it), fam.name(), dir, f)
     }
 
     /// Flushes every memtable (benches and tests that need SST files).
     pub fn flush(&self) -> Result<()> {
         self.require_writable()?;
+        let db = self.db()?;
         for f in Family::ALL {
-            self.db.flush_cf(self.cf(f)?)?;
+            db.flush_cf(Self::cf_in(&db, f)?)?;
         }
         Ok(())
     }
@@ -487,8 +631,8 @@ impl Store {
     /// Compacts a whole family (benches and maintenance; blocks until done).
     pub fn compact(&self, f: Family) -> Result<()> {
         self.require_writable()?;
-        self.db
-            .compact_range_cf(self.cf(f)?, None::<&[u8]>, None::<&[u8]>);
+        let db = self.db()?;
+        db.compact_range_cf(Self::cf_in(&db, f)?, None::<&[u8]>, None::<&[u8]>);
         Ok(())
     }
 
@@ -496,9 +640,10 @@ impl Store {
     /// store lacks some).
     pub fn flush_existing(&self) -> Result<()> {
         self.require_writable()?;
+        let db = self.db()?;
         for f in Family::ALL {
-            if let Some(cf) = self.db.cf_handle(f.name()) {
-                self.db.flush_cf(cf)?;
+            if let Some(cf) = db.cf_handle(f.name()) {
+                db.flush_cf(cf)?;
             }
         }
         Ok(())
@@ -512,23 +657,24 @@ impl Store {
         for f in schema::MIGRATION_FAMILIES {
             let opts = schema::migration_options(f, on);
             let opts: Vec<(&str, &str)> = opts.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            self.db.set_options_cf(self.cf(f)?, &opts)?;
+            let db = self.db()?;
+            db.set_options_cf(Self::cf_in(&db, f)?, &opts)?;
         }
         Ok(())
     }
 
     /// Blocks until the flushes and compactions RocksDB has queued are done.
     pub(crate) fn wait_for_compactions(&self) -> Result<()> {
-        self.db
+        self.db()?
             .wait_for_compact(&rocksdb::WaitForCompactOptions::default())?;
         Ok(())
     }
 
     /// RocksDB's estimate of the keys in a family (cheap; approximate).
     pub fn estimate_keys(&self, f: Family) -> Result<u64> {
-        Ok(self
-            .db
-            .property_int_value_cf(self.cf(f)?, "rocksdb.estimate-num-keys")?
+        let db = self.db()?;
+        Ok(db
+            .property_int_value_cf(Self::cf_in(&db, f)?, "rocksdb.estimate-num-keys")?
             .unwrap_or(0))
     }
 }

@@ -1,0 +1,131 @@
+//! The node's health, and its recovery from a store that stopped taking
+//! writes.
+//!
+//! Owns the two health paths of the ingest listener and the loop that
+//! brings the store back ([`recover_loop`]):
+//! - `GET /healthz` (readiness, what a load balancer checks): `200` while
+//!   the store takes writes, `503` with the fault while it does not, so a
+//!   balancer takes the node out for as long as it could only refuse hooks.
+//! - `GET /livez` (liveness): `200` while the process serves HTTP at all;
+//!   a store fault is not a reason to restart the process.
+//!
+//! Invariants:
+//! - Recovery never needs a restart. While the store has a write fault the
+//!   loop, every [`RECHECK`], first probes with an empty synced write
+//!   (RocksDB may have recovered by itself); if that fails it reopens the
+//!   store in place ([`ankusa_store::Store::reopen`]) and probes again.
+//!   Out of descriptors or out of disk, the probe or the open fails until
+//!   the cause is gone, then the next round succeeds.
+//! - A reopen loses nothing acknowledged: every `202` was answered after
+//!   its WAL sync, and the open replays the WAL. What the failed writes
+//!   may have left is handled by their owners, who watch the store's
+//!   generation: the writer reloads its sequence, the dispatcher returns
+//!   inflight rows it does not hold to due.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ankusa_store::{Store, StoreError, WriteFault};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::metrics::Metrics;
+
+/// How often a faulted store is tried again.
+pub const RECHECK: Duration = Duration::from_millis(500);
+/// How long a reopen waits for operations in progress on the old handle.
+pub const REOPEN_WAIT: Duration = Duration::from_secs(5);
+
+/// The JSON of a fault, as `/healthz` and the admin API's stats show it.
+pub fn fault_json(f: &WriteFault) -> serde_json::Value {
+    json!({"since_ms": f.since_ms, "error": f.error, "failed_writes": f.failed_writes})
+}
+
+/// `GET /healthz`.
+pub fn readiness(store: &Store) -> Response {
+    match store.write_fault() {
+        None => Json(json!({"status": "ok"})).into_response(),
+        Some(f) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "5")],
+            Json(json!({
+                "status": "unavailable",
+                "reason": "store_fault",
+                "message": "the store refuses writes; the node recovers by itself when the cause is gone",
+                "store_fault": fault_json(&f),
+            })),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /livez`.
+pub fn liveness() -> Response {
+    Json(json!({"status": "alive"})).into_response()
+}
+
+/// How a fault ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovered {
+    /// A probe write succeeded without a reopen.
+    ByItself,
+    /// The store was reopened in place, then a probe write succeeded.
+    Reopened,
+}
+
+/// One recovery attempt.
+pub fn recover(store: &Store) -> Result<Recovered, StoreError> {
+    if store.probe_write().is_ok() {
+        return Ok(Recovered::ByItself);
+    }
+    store.reopen(REOPEN_WAIT)?;
+    store.probe_write()?;
+    Ok(Recovered::Reopened)
+}
+
+/// Watches the store's write fault and recovers from it, until `stop`.
+pub async fn recover_loop(
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut fault_started: Option<Instant> = None;
+    let mut last_logged: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(RECHECK) => {}
+            _ = async { let _ = stop.wait_for(|s| *s).await; } => return,
+        }
+        if store.write_fault().is_none() {
+            metrics.store_fault.store(0, Ordering::Relaxed);
+            fault_started = None;
+            continue;
+        }
+        metrics.store_fault.store(1, Ordering::Relaxed);
+        let started = *fault_started.get_or_insert_with(Instant::now);
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || recover(&s)).await {
+            Ok(Ok(how)) => {
+                metrics.store_fault.store(0, Ordering::Relaxed);
+                metrics.store_recoveries.fetch_add(1, Ordering::Relaxed);
+                fault_started = None;
+                tracing::warn!(
+                    how = ?how,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "the store takes writes again; the node is ready"
+                );
+            }
+            Ok(Err(e)) => {
+                if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    tracing::error!(error = %e, "the store still refuses writes; retrying");
+                    last_logged = Some(Instant::now());
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "the store recovery task failed"),
+        }
+    }
+}
