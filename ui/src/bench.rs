@@ -22,10 +22,12 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde::Serialize;
 
-use crate::app::{App, Header, MigrationState, Msg};
+use crate::app::{App, Header, Msg};
 use crate::data::{OpenRequest, Reply, Request, Source, TenantsQuery, RANK_LIMIT};
 use crate::heatmap::HeatSpec;
-use crate::view::{self, Theme};
+use crate::screens::migration::MigrationState;
+use crate::theme::Theme;
+use crate::view;
 
 /// First frame budget.
 pub const FIRST_FRAME_MAX: Duration = Duration::from_millis(500);

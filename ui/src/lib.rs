@@ -3,7 +3,11 @@
 //! Architecture (see `docs/console.md`):
 //! - [`app`]: the pure state and `update(msg) -> effects`; no terminal, no
 //!   store, no clock (time arrives as `Msg::Tick(now)`).
-//! - [`view`]: screens as functions of the state (ratatui).
+//! - [`screens`]: one module per screen (its state, requests, replies, keys
+//!   and drawing); [`popups`]: the help overlay, the input line and the
+//!   guard of a destructive action, likewise.
+//! - [`view`]: the frame around them (header, tabs, footer) as a function
+//!   of the state (ratatui); [`theme`]: styles, `NO_COLOR`.
 //! - [`data`]: opening the store (FOLLOW / READ-ONLY / WRITE) and answering
 //!   the screens' bounded requests on a worker thread.
 //! - [`keymap`]: keys as data; the help overlay is generated from it.
@@ -19,7 +23,10 @@ pub mod data;
 pub mod fmt;
 pub mod heatmap;
 pub mod keymap;
+pub mod popups;
+pub mod screens;
 pub mod term;
+pub mod theme;
 pub mod view;
 
 use std::path::PathBuf;

@@ -15,9 +15,11 @@ use crossterm::{cursor, execute};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
-use crate::app::{App, Effect, Header, MigrationState, Msg};
+use crate::app::{App, Effect, Header, Msg};
 use crate::data::{self, Event, Job, OpenRequest, Source};
-use crate::view::{self, Theme};
+use crate::screens::migration::MigrationState;
+use crate::theme::Theme;
+use crate::view;
 use crate::ConsoleOptions;
 
 static ENTERED: AtomicBool = AtomicBool::new(false);

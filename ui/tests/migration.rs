@@ -11,8 +11,12 @@ use std::time::Duration;
 use ankusa_store::fixture::{self, FixtureSpec};
 use ankusa_store::migrate::{self, Status};
 use ankusa_store::{check, Store};
-use ankusa_ui::app::{App, Effect, Guide, Header, MigrationState, Msg, Overlay, Screen, Stage};
+use ankusa_ui::app::{App, Effect, Header, Msg};
 use ankusa_ui::data::{self, Event, Job, OpenMode, OpenRequest, Source};
+use ankusa_ui::popups::guard::Stage;
+use ankusa_ui::popups::Overlay;
+use ankusa_ui::screens::migration::{Guide, MigrationState};
+use ankusa_ui::screens::Screen;
 use common::{key, NOW};
 use crossterm::event::KeyCode;
 

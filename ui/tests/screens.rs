@@ -6,9 +6,9 @@ mod common;
 
 use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
 use ankusa_store::Store;
-use ankusa_ui::app::Guide;
 use ankusa_ui::app::{App, Msg};
 use ankusa_ui::data::{OpenMode, Reply, Request, Source};
+use ankusa_ui::screens::migration::Guide;
 use common::*;
 
 const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
@@ -97,7 +97,7 @@ fn migration_needed_on_a_format_2_store() {
         app.header.mode = OpenMode::NeedsMigration;
         app.header.format = Some(2);
         app.migration.format = Some(2);
-        app.stack = vec![ankusa_ui::app::Screen::Migration];
+        app.stack = vec![ankusa_ui::screens::Screen::Migration];
         app.update(Msg::Reply(
             Request::MigrationStatus,
             Ok(Reply::MigrationStatus {
@@ -124,7 +124,7 @@ fn mid_migration(w: u16, h: u16, who: Option<i32>) -> App {
     };
     let mut app = App::new(
         header,
-        ankusa_ui::app::MigrationState::new(Some(2), true, false),
+        ankusa_ui::screens::migration::MigrationState::new(Some(2), true, false),
         2000,
         NOW - 5_000,
         w,

@@ -8,11 +8,15 @@ use ankusa_store::queries::{DlqCursor, DlqPage};
 use ankusa_store::rows::DeadRow;
 use ankusa_store::tenants::TenantInfo;
 use ankusa_store::Counters;
-use ankusa_ui::app::{App, Effect, Header, MigrationState, Msg, Overlay, Screen, Stage};
+use ankusa_ui::app::{App, Effect, Header, Msg};
 use ankusa_ui::data::{
     ActionResult, ActionScope, DlqData, OpenMode, Reply, Request, TenantsPage, TenantsQuery,
 };
 use ankusa_ui::keymap::{self, KEYMAP};
+use ankusa_ui::popups::guard::Stage;
+use ankusa_ui::popups::Overlay;
+use ankusa_ui::screens::migration::MigrationState;
+use ankusa_ui::screens::Screen;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 const NOW: u64 = 1_700_000_000_000;
@@ -572,7 +576,7 @@ fn resize_refetches_with_the_new_page_size() {
 // The migration screen.
 
 use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
-use ankusa_ui::app::{backup_path, Guide};
+use ankusa_ui::screens::migration::{backup_path, Guide};
 
 fn needs_migration() -> App {
     let header = Header {
