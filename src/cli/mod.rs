@@ -480,7 +480,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             keep,
         }),
         Command::Bench(BenchCommand::Console { json, dir }) => {
-            Ok(if ankusa_ui::bench::run(json, dir)? {
+            Ok(if ankusa_ui::refresh_bench::run(json, dir)? {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

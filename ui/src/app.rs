@@ -13,7 +13,7 @@ use ankusa_store::counters::Field;
 use crossterm::event::KeyEvent;
 
 use crate::data::{
-    DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantDetail,
+    DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantData,
 };
 use crate::heatmap::HeatSpec;
 use crate::keymap::{self, Action, Tab};
@@ -72,7 +72,7 @@ pub struct App {
     pub overlays: Vec<Overlay>,
     pub overview: Option<Overview>,
     pub tenants: TenantsState,
-    pub tenant: Option<TenantDetail>,
+    pub tenant: Option<TenantData>,
     pub heat: HeatState,
     pub dlq: DlqState,
     pub detail: Option<DeadDetail>,

@@ -1,11 +1,14 @@
-//! The data source: opening the store the right way, and answering the
-//! requests the screens make. Every request is bounded by what the screen
-//! shows: counters are point reads, pages are bounded scans, heatmap cells
-//! are counted with a cap. Nothing here folds a family on a refresh.
+//! The console's data feed ([`Feed`]): opening the store the right way
+//! (FOLLOW, READ-ONLY, WRITE) and answering the requests the screens make.
+//! "Feed" means only this in the console; a webhook *source* (where hooks
+//! arrive) is the daemon's word and appears here only as a row's
+//! `source_id`. Every request is bounded by what the screen shows:
+//! counters are point reads, pages are bounded scans, heatmap cells are
+//! counted with a cap. Nothing here folds a family on a refresh.
 //!
-//! [`Source::execute`] is a plain function of a request; the console runs it
+//! [`Feed::execute`] is a plain function of a request; the console runs it
 //! on a worker thread ([`spawn_worker`]) so a slow store never blocks input,
-//! and the bench calls it directly to time each screen's store work.
+//! and the refresh bench calls it directly to time each screen's store work.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -141,7 +144,7 @@ impl Drop for SecondaryDir {
 }
 
 /// The opened store and what the header needs to know about it.
-pub struct Source {
+pub struct Feed {
     pub path: PathBuf,
     pub mode: OpenMode,
     pub probe: Probe,
@@ -161,20 +164,20 @@ pub struct Source {
     _secondary: Option<SecondaryDir>,
 }
 
-impl std::fmt::Debug for Source {
+impl std::fmt::Debug for Feed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Source")
+        f.debug_struct("Feed")
             .field("path", &self.path)
             .field("mode", &self.mode)
             .finish()
     }
 }
 
-impl Source {
+impl Feed {
     /// Opens the store as the brief says: FOLLOW beside a running daemon,
     /// else READ-ONLY, or WRITE with `--write` and no daemon. Never creates
     /// a directory.
-    pub fn open(req: &OpenRequest, now: u64) -> Result<Source, OpenError> {
+    pub fn open(req: &OpenRequest, now: u64) -> Result<Feed, OpenError> {
         if req.read_only && req.write {
             return Err(OpenError::Conflict);
         }
@@ -188,7 +191,7 @@ impl Source {
             return Err(OpenError::NotStore(path.clone()));
         }
         let probe = st::probe(path)?;
-        let mut src = Source {
+        let mut src = Feed {
             path: path.clone(),
             mode: OpenMode::ReadOnly,
             probe: probe.clone(),
@@ -338,7 +341,7 @@ impl Source {
             write: self.write_requested,
             token: self.token.clone(),
         };
-        *self = Source::open(&req, now)?;
+        *self = Feed::open(&req, now)?;
         Ok(Reply::Reopened {
             mode: self.mode.clone(),
             format: self.probe.format,
@@ -465,7 +468,7 @@ impl Source {
         })
     }
 
-    fn tenants(&self, q: &TenantsQuery) -> Result<TenantsPage, StoreError> {
+    fn tenants(&self, q: &TenantsQuery) -> Result<TenantsData, StoreError> {
         let s = self.need()?;
         let limit = q.limit.max(1);
         // One more than the page, to know whether there is a next page.
@@ -491,7 +494,7 @@ impl Source {
         let more = rows.len() > limit;
         rows.truncate(limit);
         let next = if more { rows.last().map(next_of) } else { None };
-        Ok(TenantsPage {
+        Ok(TenantsData {
             query: q.clone(),
             rows,
             next,
@@ -505,14 +508,14 @@ impl Source {
         dlq_limit: usize,
         heat: &HeatSpec,
         now: u64,
-    ) -> Result<TenantDetail, StoreError> {
+    ) -> Result<TenantData, StoreError> {
         let s = self.need()?;
         let name = match tenants::name_of(s, ord)? {
             Some(Name::Live(n)) => n,
             Some(Name::Erased) => "(erased)".into(),
             None => format!("ord {ord}"),
         };
-        Ok(TenantDetail {
+        Ok(TenantData {
             ord,
             name,
             counters: queries::counters(s, ord)?,
@@ -705,7 +708,7 @@ impl Source {
     }
 }
 
-impl Source {
+impl Feed {
     /// `store repair` (dry or not) on the store this console holds for
     /// writing, audited like the command line's: a repair needs the store
     /// stopped, so a console following a daemon refuses it.
@@ -805,7 +808,7 @@ pub fn heat_marker_budget(want: usize) -> usize {
 /// Tenants ranked when sorting by a counter.
 pub const RANK_LIMIT: usize = 1000;
 
-/// What a screen asks the data source for.
+/// What a screen asks the feed for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// Catch up with the daemon and check who holds the store.
@@ -881,14 +884,14 @@ pub struct TenantsQuery {
 pub enum Reply {
     Refreshed(DaemonStatus),
     Overview(Overview),
-    Tenants(TenantsPage),
+    Tenants(TenantsData),
     Ranked {
         field: Field,
         rows: Vec<TenantInfo>,
         at: u64,
     },
     CountersOf(Vec<(u32, Counters)>),
-    Tenant(TenantDetail),
+    Tenant(TenantData),
     TenantByName(String, Option<u32>),
     Heatmap(HeatmapData),
     Dlq(DlqData),
@@ -936,7 +939,7 @@ pub struct Overview {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantsPage {
+pub struct TenantsData {
     pub query: TenantsQuery,
     pub rows: Vec<TenantInfo>,
     /// Where the next page starts; None on the last page.
@@ -945,7 +948,7 @@ pub struct TenantsPage {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantDetail {
+pub struct TenantData {
     pub ord: u32,
     pub name: String,
     pub counters: Counters,
@@ -1089,7 +1092,7 @@ pub struct ActionResult {
 
 /// A request sent to the worker, tagged so replies can be matched.
 #[derive(Debug)]
-pub struct Job {
+pub struct Fetch {
     pub id: u64,
     pub req: Request,
     pub now: u64,
@@ -1112,30 +1115,30 @@ pub enum Event {
     },
 }
 
-/// Runs the source on its own thread: jobs in, events out. The thread ends
-/// when the job sender is dropped.
+/// Runs the feed on its own thread: fetches in, events out. The thread
+/// ends when the fetch sender is dropped.
 pub fn spawn_worker(
-    mut src: Source,
+    mut src: Feed,
     dispatch: tracing::Dispatch,
 ) -> std::io::Result<(
-    mpsc::Sender<Job>,
+    mpsc::Sender<Fetch>,
     mpsc::Receiver<Event>,
     std::thread::JoinHandle<()>,
 )> {
-    let (jtx, jrx) = mpsc::channel::<Job>();
+    let (ftx, frx) = mpsc::channel::<Fetch>();
     let (etx, erx) = mpsc::channel::<Event>();
     let handle = std::thread::Builder::new()
         .name("ankusa-console-data".into())
         .spawn(move || {
             let _guard = tracing::dispatcher::set_default(&dispatch);
-            for job in jrx {
+            for fetch in frx {
                 let t0 = Instant::now();
-                let id = job.id;
+                let id = fetch.id;
                 let tx = etx.clone();
                 let mut progress = |p: Progress| {
                     let _ = tx.send(Event::Progress { id, progress: p });
                 };
-                let result = src.execute(&job.req, job.now, &mut progress).map_err(|e| {
+                let result = src.execute(&fetch.req, fetch.now, &mut progress).map_err(|e| {
                     tracing::warn!(target: "console", "{e}");
                     e.to_string()
                 });
@@ -1144,7 +1147,7 @@ pub fn spawn_worker(
                 }
                 let ev = Event::Reply {
                     id,
-                    req: job.req,
+                    req: fetch.req,
                     result,
                     took: t0.elapsed(),
                 };
@@ -1153,5 +1156,5 @@ pub fn spawn_worker(
                 }
             }
         })?;
-    Ok((jtx, erx, handle))
+    Ok((ftx, erx, handle))
 }

@@ -13,7 +13,7 @@ use ratatui::Frame;
 
 use ankusa_ops::model::Kinds;
 
-use crate::data::{ActionResult, ActionScope, Progress, Request, TenantDetail};
+use crate::data::{ActionResult, ActionScope, Progress, Request, TenantData};
 use crate::fmt::{num, utc};
 use crate::keymap::Action;
 use crate::screens::dlq::DlqState;
@@ -55,7 +55,7 @@ pub enum GuardNext {
 pub fn scope_for(
     action: Action,
     screen: &Screen,
-    tenant: Option<&TenantDetail>,
+    tenant: Option<&TenantData>,
     dlq: &DlqState,
 ) -> Result<ActionScope, Option<String>> {
     Ok(match (action, screen.clone()) {
@@ -106,7 +106,7 @@ pub fn since_scope(
     now: u64,
     span_ms: u64,
     screen: &Screen,
-    tenant: Option<&TenantDetail>,
+    tenant: Option<&TenantData>,
     dlq: &DlqState,
 ) -> ActionScope {
     let tenant = match screen.clone() {

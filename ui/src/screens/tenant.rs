@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use super::heatmap::{heat_axis, heat_cells};
 use super::{Next, Screen, NAME_COL};
-use crate::data::{Request, TenantDetail};
+use crate::data::{Request, TenantData};
 use crate::fmt::{age, bytes, cut, num, utc};
 use crate::heatmap::{legend, zoom_label, HeatSpec};
 use crate::theme::{block, loading, Theme};
@@ -29,7 +29,7 @@ pub fn requests(ord: u32, height: u16, heat: HeatSpec) -> Vec<Request> {
 }
 
 /// Enter or `d`: this tenant's DLQ, titled with its name once known.
-pub fn open_dlq(ord: u32, detail: Option<&TenantDetail>) -> Next {
+pub fn open_dlq(ord: u32, detail: Option<&TenantData>) -> Next {
     let name = detail.filter(|t| t.ord == ord).map(|t| t.name.clone());
     Next::Push(Screen::Dlq {
         ord: Some(ord),
@@ -39,7 +39,7 @@ pub fn open_dlq(ord: u32, detail: Option<&TenantDetail>) -> Next {
 
 pub fn draw(
     f: &mut Frame,
-    t: Option<&TenantDetail>,
+    t: Option<&TenantData>,
     spec: HeatSpec,
     now: u64,
     theme: &Theme,

@@ -10,7 +10,7 @@ use ratatui::widgets::{Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::{Next, Screen, NAME_COL};
-use crate::data::{Request, TenantsAfter, TenantsPage, TenantsQuery, RANK_LIMIT};
+use crate::data::{Request, TenantsAfter, TenantsData, TenantsQuery, RANK_LIMIT};
 use crate::fmt::{age, bytes, cut, num};
 use crate::theme::{block, loading, Theme};
 
@@ -22,7 +22,7 @@ pub struct TenantsState {
     /// filter), and the pages before.
     pub after: Option<TenantsAfter>,
     pub back: Vec<Option<TenantsAfter>>,
-    pub page: Option<TenantsPage>,
+    pub page: Option<TenantsData>,
     /// Counter order: the ranking (taken when the sort was picked) and the
     /// page shown of it.
     pub ranked: Option<(Field, Vec<TenantInfo>, u64)>,
@@ -90,7 +90,7 @@ impl TenantsState {
     }
 
     /// A page arrived; taken only if it answers the page shown now.
-    pub fn on_page(&mut self, p: TenantsPage) -> bool {
+    pub fn on_page(&mut self, p: TenantsData) -> bool {
         if p.query.after == self.after && p.query.filter == self.filter {
             self.page = Some(p);
             return true;

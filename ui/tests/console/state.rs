@@ -10,7 +10,7 @@ use ankusa_store::tenants::TenantInfo;
 use ankusa_store::Counters;
 use ankusa_ui::app::{App, Effect, Header, Msg};
 use ankusa_ui::data::{
-    ActionResult, ActionScope, DlqData, OpenMode, Reply, Request, TenantsPage, TenantsQuery,
+    ActionResult, ActionScope, DlqData, OpenMode, Reply, Request, TenantsData, TenantsQuery,
 };
 use ankusa_ui::keymap::{self, KEYMAP};
 use ankusa_ui::popups::guard::Stage;
@@ -125,7 +125,7 @@ fn navigation_keys_move_within_the_page_and_enter_opens_a_tenant() {
     assert_eq!(*a.screen(), Screen::Tenants);
     let rows: Vec<TenantInfo> = (1..=5).map(|i| tenant(i, &format!("t{i}"), 0)).collect();
     answer(&mut a, e, |r| match r {
-        Request::Tenants(q) => Some(Reply::Tenants(TenantsPage {
+        Request::Tenants(q) => Some(Reply::Tenants(TenantsData {
             query: q.clone(),
             rows: rows.clone(),
             next: None,
@@ -286,7 +286,7 @@ fn guarded_actions_are_hidden_when_the_console_cannot_act() {
     for mode in [OpenMode::ReadOnly, OpenMode::NeedsMigration] {
         let mut a = app(mode);
         a.stack.push(Screen::Tenant { ord: 3 });
-        a.tenant = Some(ankusa_ui::data::TenantDetail {
+        a.tenant = Some(ankusa_ui::data::TenantData {
             ord: 3,
             name: "acme".into(),
             counters: Counters::default(),
@@ -320,7 +320,7 @@ fn beside_a_daemon_actions_go_through_it() {
     let mut a = app(OpenMode::Follow { pid: 42 });
     assert!(a.can_act());
     a.stack.push(Screen::Tenant { ord: 3 });
-    a.tenant = Some(ankusa_ui::data::TenantDetail {
+    a.tenant = Some(ankusa_ui::data::TenantData {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
@@ -347,7 +347,7 @@ fn beside_a_daemon_actions_go_through_it() {
 fn purge_goes_through_dry_run_typed_name_progress_and_result() {
     let mut a = app(OpenMode::Write);
     a.stack.push(Screen::Tenant { ord: 3 });
-    a.tenant = Some(ankusa_ui::data::TenantDetail {
+    a.tenant = Some(ankusa_ui::data::TenantData {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
@@ -410,7 +410,7 @@ fn purge_goes_through_dry_run_typed_name_progress_and_result() {
 fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
     let mut a = app(OpenMode::Write);
     a.stack.push(Screen::Tenant { ord: 3 });
-    a.tenant = Some(ankusa_ui::data::TenantDetail {
+    a.tenant = Some(ankusa_ui::data::TenantData {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),

@@ -2,11 +2,9 @@
 //! end on a real store (WRITE mode): the dry-run count equals what the run
 //! touches, and the counters change.
 
-mod common;
-
+use crate::common::*;
 use ankusa_store::{queries, tenants, DeadRow, Store};
 use ankusa_ui::heatmap::{count_row, HeatSpec, CAP};
-use common::*;
 
 fn store_with(dir: &std::path::Path, rows: &[(&str, u64, u64)]) -> Store {
     let s = Store::create_or_open(dir).expect("store");
