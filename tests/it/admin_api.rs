@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use common::{client, store_check, write_config, Daemon, BIN};
 use serde_json::{json, Value};
 
-const ADMIN: &str = "admin-token-0123456789";
+pub(crate) const ADMIN: &str = "admin-token-0123456789";
 const ACME: &str = "acme-token-0123456789";
 /// The tenant the scoped token may see (a fixture tenant).
 const OWN: &str = "tenant-000004";
 const OTHER: &str = "tenant-000002";
 
-fn fixture(dir: &Path, tenants: u32, rows: u64) {
+pub(crate) fn fixture(dir: &Path, tenants: u32, rows: u64) {
     let out = Command::new(BIN)
         .args(["store", "fixture", "--format", "3", "--out"])
         .arg(dir.join("store"))
@@ -42,7 +42,7 @@ fn fixture(dir: &Path, tenants: u32, rows: u64) {
     );
 }
 
-fn config(dir: &Path) {
+pub(crate) fn config(dir: &Path) {
     write_config(
         dir,
         &format!(
@@ -55,13 +55,13 @@ fn config(dir: &Path) {
     );
 }
 
-struct Api {
+pub(crate) struct Api {
     c: reqwest::Client,
     base: String,
 }
 
 impl Api {
-    fn new(d: &Daemon) -> Api {
+    pub(crate) fn new(d: &Daemon) -> Api {
         Api {
             c: client(),
             base: d.admin.clone().expect("admin.listen is set"),
@@ -82,7 +82,7 @@ impl Api {
         )
     }
 
-    async fn post(&self, token: Option<&str>, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, token: Option<&str>, path: &str, body: Value) -> (u16, Value) {
         let mut r = self.c.post(format!("{}{path}", self.base)).json(&body);
         if let Some(t) = token {
             r = r.bearer_auth(t);
@@ -594,7 +594,7 @@ fn ankusa(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn json_of(args: &[&str]) -> Value {
+pub(crate) fn json_of(args: &[&str]) -> Value {
     let (code, out, err) = ankusa(args);
     assert_eq!(code, 0, "{args:?}: {err}");
     let mut v: Value = serde_json::from_str(&out).unwrap();
@@ -702,7 +702,7 @@ fn the_command_line_prints_the_same_through_the_daemon_and_on_the_store() {
 
 /// The audit records of a stopped store, oldest first, without what
 /// depends on when they were written (`at`, `id`).
-fn audit_of(store: &Path) -> Vec<Value> {
+pub(crate) fn audit_of(store: &Path) -> Vec<Value> {
     let s = ankusa_store::Store::open_read_only(store).unwrap();
     let mut out: Vec<Value> = ankusa_store::audit::page(&s, None, 100)
         .unwrap()
