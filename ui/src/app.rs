@@ -17,7 +17,7 @@ use crate::data::{
 };
 use crate::heatmap::HeatSpec;
 use crate::keymap::{self, Action, Tab};
-use crate::popups::guard::{self, Guard, GuardNext, Stage};
+use crate::popups::guard::{self, Guard, GuardNext, NoScope, Stage};
 use crate::popups::help;
 use crate::popups::input::{self, Edit, InputKind};
 use crate::popups::Overlay;
@@ -590,10 +590,9 @@ impl App {
         }
         match guard::scope_for(action, self.screen(), self.tenant.as_ref(), &self.dlq) {
             Ok(scope) => self.follow(Next::Guard(scope)),
-            Err(why) => {
-                if let Some(why) = why {
-                    self.status = why;
-                }
+            Err(NoScope::Nothing) => Vec::new(),
+            Err(NoScope::NotHere) => {
+                self.status = "that action does not apply here (see ?)".into();
                 Vec::new()
             }
         }

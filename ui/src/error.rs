@@ -61,8 +61,6 @@ pub enum ConsoleError {
     NotOpen(PathBuf),
     #[error("the console's first frame showed no overview")]
     NoFirstFrame,
-    #[error("cannot write the bench report as JSON")]
-    Json(#[from] serde_json::Error),
 }
 
 impl ConsoleError {

@@ -338,7 +338,10 @@ fn time_requests(src: &mut Feed, reqs: &[Request], now: u64) -> Result<Duration,
     Ok(best)
 }
 
-pub fn run(json: bool, dir: Option<PathBuf>) -> Result<bool, ConsoleError> {
+/// Builds (or reuses, under `dir`) the two fixtures and measures them. The
+/// caller prints the report ([`render`], or JSON) and fails the run when
+/// `pass` is false.
+pub fn run(dir: Option<PathBuf>) -> Result<Report, ConsoleError> {
     let (base, temp) = match dir {
         Some(d) => (d, false),
         None => (
@@ -355,13 +358,7 @@ pub fn run(json: bool, dir: Option<PathBuf>) -> Result<bool, ConsoleError> {
     if temp {
         let _ = std::fs::remove_dir_all(&base);
     }
-    let report = result?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(report.pass)
+    result
 }
 
 fn measure(base: &Path) -> Result<Report, ConsoleError> {

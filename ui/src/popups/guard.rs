@@ -50,18 +50,27 @@ pub enum GuardNext {
     Migrate,
 }
 
-/// The scope `action` has on `screen`: Err(None) when there is nothing to
-/// act on yet, Err(Some(why)) when the action does not apply there.
+/// Why a key names no scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoScope {
+    /// Nothing to act on yet (no row selected, the tenant not loaded): the
+    /// key does nothing.
+    Nothing,
+    /// The action does not apply on this screen.
+    NotHere,
+}
+
+/// The scope `action` has on `screen`.
 pub fn scope_for(
     action: Action,
     screen: &Screen,
     tenant: Option<&TenantData>,
     dlq: &DlqState,
-) -> Result<ActionScope, Option<String>> {
+) -> Result<ActionScope, NoScope> {
     Ok(match (action, screen.clone()) {
         (Action::Purge, Screen::Tenant { ord }) => {
             let Some(t) = tenant.filter(|t| t.ord == ord) else {
-                return Err(None);
+                return Err(NoScope::Nothing);
             };
             ActionScope::Purge {
                 ord,
@@ -72,7 +81,7 @@ pub fn scope_for(
         (Action::Replay, Screen::Dlq { .. }) => {
             let rows = dlq.replay_rows();
             if rows.is_empty() {
-                return Err(None);
+                return Err(NoScope::Nothing);
             }
             ActionScope::ReplayRows { rows }
         }
@@ -89,14 +98,14 @@ pub fn scope_for(
         },
         (Action::ReplayTenant, Screen::Tenant { ord }) => {
             let Some(t) = tenant.filter(|t| t.ord == ord) else {
-                return Err(None);
+                return Err(NoScope::Nothing);
             };
             ActionScope::ReplayTenant {
                 ord,
                 tenant: t.name.clone(),
             }
         }
-        _ => return Err(Some("that action does not apply here (see ?)".into())),
+        _ => return Err(NoScope::NotHere),
     })
 }
 
