@@ -11,6 +11,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Paragraph, Row, Table};
 use ratatui::Frame;
 
+use super::pages::Pages;
 use super::{Next, Screen};
 use crate::data::{DlqData, Request};
 use crate::fmt::{age, cut, num, utc};
@@ -20,8 +21,8 @@ use crate::theme::{block, loading, Theme};
 pub struct DlqState {
     /// Newest first (what just failed) or oldest first (what waited longest).
     pub order: DlqOrder,
-    pub cursor: Option<DlqCursor>,
-    pub back: Vec<Option<DlqCursor>>,
+    /// Where the shown page starts, and the pages before.
+    pub pages: Pages<DlqCursor>,
     pub data: Option<DlqData>,
     pub sel: usize,
     pub marked: BTreeSet<(u64, u64, u16)>,
@@ -32,7 +33,7 @@ impl DlqState {
     pub fn requests(&self, ord: Option<u32>, list_rows: usize) -> Vec<Request> {
         vec![Request::Dlq {
             ord,
-            cursor: self.cursor,
+            cursor: self.pages.at,
             limit: list_rows,
             order: self.order,
         }]
@@ -41,7 +42,7 @@ impl DlqState {
     /// A page arrived for the DLQ of `shown` (the screen's tenant); taken
     /// only if it answers the page shown now.
     pub fn on_page(&mut self, shown: Option<u32>, d: DlqData) -> bool {
-        if shown == d.ord && d.cursor == self.cursor && d.order == self.order {
+        if shown == d.ord && d.cursor == self.pages.at && d.order == self.order {
             self.data = Some(d);
             return true;
         }
@@ -64,8 +65,7 @@ impl DlqState {
             DlqOrder::NewestFirst => DlqOrder::OldestFirst,
             DlqOrder::OldestFirst => DlqOrder::NewestFirst,
         };
-        self.cursor = None;
-        self.back.clear();
+        self.pages.reset();
         self.sel = 0;
         self.data = None;
     }
@@ -101,12 +101,7 @@ impl DlqState {
 
     /// `g`: back to the first page; whether it moved.
     pub fn first_page(&mut self) -> bool {
-        if self.cursor.is_some() {
-            self.cursor = None;
-            self.back.clear();
-            return true;
-        }
-        false
+        self.pages.first()
     }
 
     /// PgDn / PgUp; whether the page changed.
@@ -116,13 +111,9 @@ impl DlqState {
                 *status = "last page".into();
                 return false;
             };
-            self.back.push(self.cursor);
-            self.cursor = Some(next);
-        } else {
-            let Some(prev) = self.back.pop() else {
-                return false;
-            };
-            self.cursor = prev;
+            self.pages.forward(next);
+        } else if !self.pages.backward() {
+            return false;
         }
         self.sel = 0;
         self.data = None;
@@ -166,7 +157,7 @@ pub fn draw(
             DlqOrder::NewestFirst => "newest first",
             DlqOrder::OldestFirst => "oldest first",
         },
-        dlq.back.len() + 1,
+        dlq.pages.number(),
         num(d.total),
         if dlq.marked.is_empty() {
             String::new()

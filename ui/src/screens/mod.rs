@@ -13,6 +13,7 @@ pub mod heatmap;
 pub mod log;
 pub mod migration;
 pub mod overview;
+pub mod pages;
 pub mod tenant;
 pub mod tenants;
 

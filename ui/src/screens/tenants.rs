@@ -9,6 +9,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Paragraph, Row, Table};
 use ratatui::Frame;
 
+use super::pages::Pages;
 use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantsAfter, TenantsData, TenantsQuery, RANK_LIMIT};
 use crate::fmt::{age, bytes, cut, num};
@@ -20,8 +21,7 @@ pub struct TenantsState {
     pub sort: Option<Field>,
     /// Where the current page starts (an ordinal, or a name under a prefix
     /// filter), and the pages before.
-    pub after: Option<TenantsAfter>,
-    pub back: Vec<Option<TenantsAfter>>,
+    pub pages: Pages<TenantsAfter>,
     pub page: Option<TenantsData>,
     /// Counter order: the ranking (taken when the sort was picked) and the
     /// page shown of it.
@@ -82,7 +82,7 @@ impl TenantsState {
                 limit: RANK_LIMIT,
             }],
             (None, _) => vec![Request::Tenants(TenantsQuery {
-                after: self.after.clone(),
+                after: self.pages.at.clone(),
                 filter: self.filter.clone(),
                 limit: n,
             })],
@@ -91,7 +91,7 @@ impl TenantsState {
 
     /// A page arrived; taken only if it answers the page shown now.
     pub fn on_page(&mut self, p: TenantsData) -> bool {
-        if p.query.after == self.after && p.query.filter == self.filter {
+        if p.query.after == self.pages.at && p.query.filter == self.filter {
             self.page = Some(p);
             return true;
         }
@@ -143,8 +143,7 @@ impl TenantsState {
 
     pub fn set_filter(&mut self, text: String) {
         self.filter = text.trim().to_owned();
-        self.after = None;
-        self.back.clear();
+        self.pages.reset();
         self.page = None;
         self.rank_page = 0;
         self.sel = 0;
@@ -152,16 +151,14 @@ impl TenantsState {
 
     /// `g`: back to the first page; whether it moved.
     pub fn first_page(&mut self) -> bool {
-        if self.sort.is_none() && self.after.is_some() {
-            self.after = None;
-            self.back.clear();
-            true
-        } else if self.rank_page > 0 {
-            self.rank_page = 0;
-            true
-        } else {
-            false
+        if self.sort.is_none() && self.pages.first() {
+            return true;
         }
+        if self.rank_page > 0 {
+            self.rank_page = 0;
+            return true;
+        }
+        false
     }
 
     /// PgDn / PgUp over pages of `n` rows; whether the page changed.
@@ -186,13 +183,9 @@ impl TenantsState {
                 *status = "last page".into();
                 return false;
             };
-            self.back.push(self.after.take());
-            self.after = Some(next);
-        } else {
-            let Some(prev) = self.back.pop() else {
-                return false;
-            };
-            self.after = prev;
+            self.pages.forward(next);
+        } else if !self.pages.backward() {
+            return false;
         }
         self.sel = 0;
         self.page = None;
@@ -241,7 +234,7 @@ pub fn draw(
     }
     match (&t.sort, &t.page, &t.ranked) {
         (None, Some(p), _) => {
-            title.push_str(&format!(", page {}", t.back.len() + 1));
+            title.push_str(&format!(", page {}", t.pages.number()));
             if p.next.is_none() {
                 title.push_str(", last");
             }

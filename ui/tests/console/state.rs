@@ -439,12 +439,12 @@ fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
 fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
     let mut a = app(OpenMode::ReadOnly);
     keys(&mut a, "4");
-    a.dlq.cursor = Some(DlqCursor {
+    a.dlq.pages.at = Some(DlqCursor {
         at: NOW - 20,
         seq: 8,
         sink: 0,
     });
-    a.dlq.back = vec![None];
+    a.dlq.pages.back = vec![None];
     let e = keys(&mut a, "o");
     assert_eq!(
         fetches(&e),
@@ -455,7 +455,7 @@ fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
             order: ankusa_store::queries::DlqOrder::OldestFirst,
         }]
     );
-    assert!(a.dlq.back.is_empty());
+    assert!(a.dlq.pages.back.is_empty());
     // A page of the other order arriving late is not shown.
     let stale = DlqData {
         ord: None,
