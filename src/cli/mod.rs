@@ -480,7 +480,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             keep,
         }),
         Command::Bench(BenchCommand::Console { json, dir }) => {
-            Ok(if ankusa_ui::bench::run(json, dir)? {
+            let report = ankusa_ui::refresh_bench::run(dir)?;
+            if json {
+                crate::output::print_json(&report)?;
+            } else {
+                print!("{}", ankusa_ui::refresh_bench::render(&report));
+            }
+            Ok(if report.pass {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

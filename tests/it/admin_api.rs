@@ -55,13 +55,13 @@ pub(crate) fn config(dir: &Path) {
     );
 }
 
-struct Api {
+pub(crate) struct Api {
     c: reqwest::Client,
     base: String,
 }
 
 impl Api {
-    fn new(d: &Daemon) -> Api {
+    pub(crate) fn new(d: &Daemon) -> Api {
         Api {
             c: client(),
             base: d.admin.clone().expect("admin.listen is set"),
@@ -82,7 +82,7 @@ impl Api {
         )
     }
 
-    async fn post(&self, token: Option<&str>, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, token: Option<&str>, path: &str, body: Value) -> (u16, Value) {
         let mut r = self.c.post(format!("{}{path}", self.base)).json(&body);
         if let Some(t) = token {
             r = r.bearer_auth(t);
@@ -594,7 +594,7 @@ fn ankusa(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn json_of(args: &[&str]) -> Value {
+pub(crate) fn json_of(args: &[&str]) -> Value {
     let (code, out, err) = ankusa(args);
     assert_eq!(code, 0, "{args:?}: {err}");
     let mut v: Value = serde_json::from_str(&out).unwrap();
@@ -702,7 +702,7 @@ fn the_command_line_prints_the_same_through_the_daemon_and_on_the_store() {
 
 /// The audit records of a stopped store, oldest first, without what
 /// depends on when they were written (`at`, `id`).
-fn audit_of(store: &Path) -> Vec<Value> {
+pub(crate) fn audit_of(store: &Path) -> Vec<Value> {
     let s = ankusa_store::Store::open_read_only(store).unwrap();
     let mut out: Vec<Value> = ankusa_store::audit::page(&s, None, 100)
         .unwrap()

@@ -4,6 +4,7 @@
 //! Each module is one area; `common` holds what they share.
 
 mod admin_api;
+mod audit_parity;
 mod cli_migrate;
 mod cli_store;
 mod common;

@@ -3,27 +3,41 @@
 //! Architecture (see `docs/console.md`):
 //! - [`app`]: the pure state and `update(msg) -> effects`; no terminal, no
 //!   store, no clock (time arrives as `Msg::Tick(now)`).
-//! - [`view`]: screens as functions of the state (ratatui).
-//! - [`data`]: opening the store (FOLLOW / READ-ONLY / WRITE) and answering
-//!   the screens' bounded requests on a worker thread.
+//! - [`screens`]: one module per screen (its state, requests, replies, keys
+//!   and drawing); [`popups`]: the help overlay, the input line and the
+//!   guard of a destructive action, likewise.
+//! - [`view`]: the frame around them (header, tabs, footer) as a function
+//!   of the state (ratatui); [`theme`]: styles, `NO_COLOR`.
+//! - [`data`]: the console's feed ([`data::Feed`]): opening the store
+//!   (FOLLOW / READ-ONLY / WRITE) and answering the screens' bounded
+//!   requests on a worker thread.
 //! - [`keymap`]: keys as data; the help overlay is generated from it.
 //! - [`heatmap`], [`fmt`]: cell counting, formatting (the redacted
 //!   previews are ankusa-ops' [`ankusa_ops::preview`], the API's rule).
+//! - [`error`]: [`ConsoleError`], what the console returns (the binary
+//!   reports it with color-eyre).
 //! - [`term`]: the terminal: raw mode, alternate screen, restore on exit and
 //!   on panic, the event loop.
-//! - [`bench`]: `ankusa bench console`.
+//! - [`refresh_bench`]: `ankusa bench console` (time to first frame and
+//!   each screen's refresh store work, small store against large).
 
 pub mod app;
-pub mod bench;
 pub mod data;
+pub mod error;
 pub mod fmt;
 pub mod heatmap;
 pub mod keymap;
+pub mod popups;
+pub mod refresh_bench;
+pub mod screens;
 pub mod term;
+pub mod theme;
 pub mod view;
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub use error::ConsoleError;
 
 /// What `ankusa console` was asked for.
 #[derive(Debug, Clone)]
@@ -41,7 +55,7 @@ pub struct ConsoleOptions {
 /// dispatcher whose events the log pane shows (the binary builds it with
 /// [`log_layer`]); the console's threads use it instead of the process's
 /// stderr logger, which would scribble over the screen.
-pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> color_eyre::Result<()> {
+pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleError> {
     term::run(opts, log)
 }
 

@@ -8,16 +8,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
 
-use color_eyre::eyre::{bail, Result, WrapErr};
 use crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
-use crate::app::{App, Effect, Header, MigrationState, Msg};
-use crate::data::{self, Event, Job, OpenRequest, Source};
-use crate::view::{self, Theme};
+use crate::app::{App, Effect, Header, Msg};
+use crate::data::{self, Event, Feed, Fetch, OpenRequest};
+use crate::error::ConsoleError;
+use crate::screens::migration::MigrationState;
+use crate::theme::Theme;
+use crate::view;
 use crate::ConsoleOptions;
 
 static ENTERED: AtomicBool = AtomicBool::new(false);
@@ -36,12 +38,14 @@ pub fn restore() {
 struct TerminalGuard;
 
 impl TerminalGuard {
-    fn enter() -> Result<Self> {
-        terminal::enable_raw_mode().wrap_err("cannot put the terminal in raw mode")?;
+    fn enter() -> Result<Self, ConsoleError> {
+        terminal::enable_raw_mode().map_err(ConsoleError::terminal(
+            "cannot put the terminal in raw mode",
+        ))?;
         ENTERED.store(true, Ordering::SeqCst);
         let guard = TerminalGuard;
         execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)
-            .wrap_err("cannot enter the alternate screen")?;
+            .map_err(ConsoleError::terminal("cannot enter the alternate screen"))?;
         Ok(guard)
     }
 }
@@ -62,7 +66,7 @@ fn install_panic_hook() {
     }));
 }
 
-pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
+pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleError> {
     let now = ankusa_store::system_now_ms();
     let req = OpenRequest {
         path: opts.store.clone(),
@@ -71,13 +75,12 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
         token: opts.token.clone(),
     };
     // Open before touching the terminal so a bad path is a plain error.
-    let src = Source::open(&req, now)
-        .wrap_err_with(|| format!("cannot open the console on {}", opts.store.display()))?;
+    let src = Feed::open(&req, now).map_err(|source| ConsoleError::Open {
+        path: opts.store.clone(),
+        source,
+    })?;
     if !io::stdout().is_terminal() {
-        bail!(
-            "stdout is not a terminal: `ankusa console` is interactive (run it over `ssh -t` or in tmux). \
-             For scripts use `ankusa tenants list --json` or `ankusa store info --json`."
-        );
+        return Err(ConsoleError::NotATerminal);
     }
     let _log = tracing::dispatcher::set_default(&log);
     let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
@@ -98,14 +101,19 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
         src.read_only_forced(),
     );
     let notices = src.notices.clone();
-    let (jobs, events, worker) = data::spawn_worker(src, log.clone())?;
+    let (fetches, events, worker) = data::spawn_worker(src, log.clone()).map_err(
+        ConsoleError::terminal("cannot start the console's data thread"),
+    )?;
 
     install_panic_hook();
     let guard = TerminalGuard::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
-        .wrap_err("cannot start the terminal UI")?;
-    term.clear()?;
-    let size = term.size()?;
+        .map_err(ConsoleError::terminal("cannot start the terminal UI"))?;
+    term.clear()
+        .map_err(ConsoleError::terminal("cannot clear the terminal"))?;
+    let size = term
+        .size()
+        .map_err(ConsoleError::terminal("cannot read the terminal's size"))?;
     let refresh_ms = u64::try_from(opts.refresh.as_millis()).unwrap_or(u64::MAX);
     let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height);
     app.notices = notices;
@@ -120,23 +128,25 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
                 Effect::Quit => break 'main,
                 Effect::Fetch(req) => {
                     next_id += 1;
-                    let job = Job {
+                    let fetch = Fetch {
                         id: next_id,
                         req,
                         now: ankusa_store::system_now_ms(),
                     };
-                    if jobs.send(job).is_err() {
-                        bail!("the console's data thread stopped");
+                    if fetches.send(fetch).is_err() {
+                        return Err(ConsoleError::FeedStopped);
                     }
                 }
             }
         }
-        term.draw(|f| view::draw(f, &app, &theme))?;
+        term.draw(|f| view::draw(f, &app, &theme))
+            .map_err(ConsoleError::terminal("cannot draw the console"))?;
         if panic_for_test && app.overview.is_some() {
             panic!("ANKUSA_CONSOLE_TEST_PANIC: a deliberate panic to test terminal restore");
         }
-        if event::poll(Duration::from_millis(50))? {
-            match event::read()? {
+        const INPUT: &str = "cannot read the terminal's input";
+        if event::poll(Duration::from_millis(50)).map_err(ConsoleError::terminal(INPUT))? {
+            match event::read().map_err(ConsoleError::terminal(INPUT))? {
                 TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
                     pending.extend(app.update(Msg::Key(k)))
                 }
@@ -153,14 +163,14 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<()> {
                     pending.extend(app.update(Msg::Progress(progress)))
                 }
                 Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => bail!("the console's data thread stopped"),
+                Err(TryRecvError::Disconnected) => return Err(ConsoleError::FeedStopped),
             }
         }
         pending.extend(app.update(Msg::Tick(ankusa_store::system_now_ms())));
     }
     drop(term);
     drop(guard);
-    drop(jobs);
+    drop(fetches);
     // An action under way finishes its current chunk (purge and replay are
     // chunked and idempotent), then the worker ends.
     let _ = worker.join();

@@ -2,18 +2,16 @@
 //! fixture store written at that clock. Stored under the top-level
 //! `snapshots/` directory.
 
-mod common;
-
+use crate::common::*;
 use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
 use ankusa_store::Store;
-use ankusa_ui::app::Guide;
 use ankusa_ui::app::{App, Msg};
-use ankusa_ui::data::{OpenMode, Reply, Request, Source};
-use common::*;
+use ankusa_ui::data::{Feed, OpenMode, Reply, Request};
+use ankusa_ui::screens::migration::Guide;
 
 const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
 
-fn each_size(name: &str, write: bool, setup: impl Fn(&mut App, &mut Source)) {
+fn each_size(name: &str, write: bool, setup: impl Fn(&mut App, &mut Feed)) {
     let dir = tempfile::tempdir().expect("tempdir");
     fixture_store(dir.path());
     let mut src = open(dir.path(), write);
@@ -97,7 +95,7 @@ fn migration_needed_on_a_format_2_store() {
         app.header.mode = OpenMode::NeedsMigration;
         app.header.format = Some(2);
         app.migration.format = Some(2);
-        app.stack = vec![ankusa_ui::app::Screen::Migration];
+        app.stack = vec![ankusa_ui::screens::Screen::Migration];
         app.update(Msg::Reply(
             Request::MigrationStatus,
             Ok(Reply::MigrationStatus {
@@ -124,7 +122,7 @@ fn mid_migration(w: u16, h: u16, who: Option<i32>) -> App {
     };
     let mut app = App::new(
         header,
-        ankusa_ui::app::MigrationState::new(Some(2), true, false),
+        ankusa_ui::screens::migration::MigrationState::new(Some(2), true, false),
         2000,
         NOW - 5_000,
         w,
@@ -225,7 +223,7 @@ fn replay_guard_done() {
 fn the_write_mode_header_and_a_store_the_console_never_creates() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("nope");
-    let err = Source::open(
+    let err = Feed::open(
         &ankusa_ui::data::OpenRequest {
             path: missing.clone(),
             read_only: false,
@@ -239,7 +237,7 @@ fn the_write_mode_header_and_a_store_the_console_never_creates() {
     assert!(!missing.exists(), "opening created the directory");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    let err = Source::open(
+    let err = Feed::open(
         &ankusa_ui::data::OpenRequest {
             path: empty.clone(),
             ..Default::default()

@@ -4,7 +4,7 @@
 //! must come in under 0.5 s on the large store, and every screen's refresh
 //! must cost at most 2x on the large store what it costs on the small one.
 //!
-//! "Refresh store work" is the time [`Source::execute`] takes for the
+//! "Refresh store work" is the time [`Feed::execute`] takes for the
 //! requests a screen sends on a refresh (catch-up and lock check included):
 //! the 10th percentile of many runs, lowest of three rounds; the ratio
 //! counts the small store's cost as at least [`FLOOR`]. The on-demand ranking behind a counter sort is
@@ -17,15 +17,17 @@ use std::time::{Duration, Instant};
 use ankusa_store::counters::Field;
 use ankusa_store::fixture::{self, FixtureSpec};
 use ankusa_store::{queries, tenants, Store};
-use color_eyre::eyre::{eyre, Result, WrapErr};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde::Serialize;
 
-use crate::app::{App, Header, MigrationState, Msg};
-use crate::data::{OpenRequest, Reply, Request, Source, TenantsQuery, RANK_LIMIT};
+use crate::app::{App, Header, Msg};
+use crate::data::{DataError, Feed, OpenRequest, Reply, Request, TenantsQuery, RANK_LIMIT};
+use crate::error::ConsoleError;
 use crate::heatmap::HeatSpec;
-use crate::view::{self, Theme};
+use crate::screens::migration::MigrationState;
+use crate::theme::Theme;
+use crate::view;
 
 /// First frame budget.
 pub const FIRST_FRAME_MAX: Duration = Duration::from_millis(500);
@@ -63,15 +65,32 @@ pub struct Cell {
     pub shown: [u64; 2],
 }
 
+/// Opens the console's feed on a fixture, as `ankusa console` does.
+fn open(path: &Path, now: u64) -> Result<Feed, ConsoleError> {
+    let req = OpenRequest {
+        path: path.to_path_buf(),
+        ..OpenRequest::default()
+    };
+    Feed::open(&req, now).map_err(|source| ConsoleError::Open {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Names the request a failure came from.
+fn failed(r: &Request) -> impl FnOnce(DataError) -> ConsoleError + '_ {
+    move |source| ConsoleError::Request {
+        request: format!("{r:?}"),
+        source,
+    }
+}
+
 /// Counts what a screen's replies show (see [`Cell::shown`]).
-fn shown(src: &mut Source, reqs: &[Request], now: u64) -> Result<u64> {
+fn shown(src: &mut Feed, reqs: &[Request], now: u64) -> Result<u64, ConsoleError> {
     let nonzero = |v: &[u32]| v.iter().filter(|&&c| c > 0).count() as u64;
     let mut n = 0u64;
     for r in reqs {
-        n += match src
-            .execute(r, now, &mut |_| {})
-            .map_err(|e| eyre!("{r:?}: {e}"))?
-        {
+        n += match src.execute(r, now, &mut |_| {}).map_err(failed(r))? {
             Reply::Tenants(p) => p.rows.len() as u64,
             Reply::CountersOf(c) => c.len() as u64,
             Reply::Tenant(t) => nonzero(&t.heat) + t.dlq.entries.len() as u64,
@@ -108,19 +127,23 @@ const LARGE: StoreShape = StoreShape {
 };
 
 /// Builds (or reuses) a fixture; returns the fixture's `now`.
-fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64> {
+fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64, ConsoleError> {
     let marker = dir.join("ankusa-bench-console.json");
     if let Ok(text) = std::fs::read_to_string(&marker) {
-        let v: serde_json::Value = serde_json::from_str(&text)?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|_| ConsoleError::Marker(marker.clone()))?;
         if v["tenants"] == shape.tenants && v["rows"] == shape.rows {
             return v["now"]
                 .as_u64()
-                .ok_or_else(|| eyre!("bad marker {}", marker.display()));
+                .ok_or_else(|| ConsoleError::Marker(marker.clone()));
         }
     }
     if dir.exists() {
-        std::fs::remove_dir_all(dir)
-            .wrap_err_with(|| format!("removing stale {}", dir.display()))?;
+        std::fs::remove_dir_all(dir).map_err(|source| ConsoleError::File {
+            what: "cannot remove the stale fixture",
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
     let now = ankusa_store::system_now_ms();
     eprintln!(
@@ -135,7 +158,12 @@ fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64> {
     std::fs::write(
         &marker,
         serde_json::json!({"tenants": shape.tenants, "rows": shape.rows, "now": now}).to_string(),
-    )?;
+    )
+    .map_err(|source| ConsoleError::File {
+        what: "cannot write the fixture marker",
+        path: marker.clone(),
+        source,
+    })?;
     Ok(now)
 }
 
@@ -144,14 +172,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Opens the console's source and draws its first frame, as `run` does.
-fn first_frame(path: &Path, now: u64) -> Result<Duration> {
+/// Opens the console's feed and draws its first frame, as `run` does.
+fn first_frame(path: &Path, now: u64) -> Result<Duration, ConsoleError> {
     let t0 = Instant::now();
-    let req = OpenRequest {
-        path: path.to_path_buf(),
-        ..OpenRequest::default()
-    };
-    let mut src = Source::open(&req, now)?;
+    let mut src = open(path, now)?;
     let header = Header {
         path: src.path.clone(),
         mode: src.mode.clone(),
@@ -168,10 +192,12 @@ fn first_frame(path: &Path, now: u64) -> Result<Duration> {
             app.update(Msg::Reply(r, reply));
         }
     }
-    let mut term = Terminal::new(TestBackend::new(80, 24))?;
-    term.draw(|f| view::draw(f, &app, &Theme { color: false }))?;
+    let mut term = Terminal::new(TestBackend::new(80, 24))
+        .map_err(ConsoleError::terminal("cannot start the test terminal"))?;
+    term.draw(|f| view::draw(f, &app, &Theme { color: false }))
+        .map_err(ConsoleError::terminal("cannot draw the first frame"))?;
     if app.overview.is_none() {
-        return Err(eyre!("the first frame has no overview"));
+        return Err(ConsoleError::NoFirstFrame);
     }
     Ok(t0.elapsed())
 }
@@ -183,8 +209,10 @@ struct Targets {
     ranked: Vec<u32>,
 }
 
-fn targets(src: &Source) -> Result<Targets> {
-    let s = src.store().ok_or_else(|| eyre!("store not open"))?;
+fn targets(src: &Feed) -> Result<Targets, ConsoleError> {
+    let s = src
+        .store()
+        .ok_or_else(|| ConsoleError::NotOpen(src.path.clone()))?;
     let top = tenants::top_by(s, Field::Pending, 20)?;
     let big_tenant = top.first().map_or(1, |t| t.ord);
     let dead_tenant = tenants::ord_of(s, fixture::DEAD_ONLY_TENANT)?.unwrap_or(1);
@@ -290,15 +318,14 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
 /// shared cores has long-tailed scheduling noise; the low percentile of the
 /// best round is the cost of the work itself, which is what the rule is
 /// about.
-fn time_requests(src: &mut Source, reqs: &[Request], now: u64) -> Result<Duration> {
+fn time_requests(src: &mut Feed, reqs: &[Request], now: u64) -> Result<Duration, ConsoleError> {
     let mut best = Duration::MAX;
     for _ in 0..ROUNDS {
         let mut samples = Vec::with_capacity(RUNS);
         for i in 0..RUNS + 3 {
             let t0 = Instant::now();
             for r in reqs {
-                src.execute(r, now, &mut |_| {})
-                    .map_err(|e| eyre!("{r:?}: {e}"))?;
+                src.execute(r, now, &mut |_| {}).map_err(failed(r))?;
             }
             // The first runs warm the block cache and are not counted.
             if i >= 3 {
@@ -311,7 +338,10 @@ fn time_requests(src: &mut Source, reqs: &[Request], now: u64) -> Result<Duratio
     Ok(best)
 }
 
-pub fn run(json: bool, dir: Option<PathBuf>) -> Result<bool> {
+/// Builds (or reuses, under `dir`) the two fixtures and measures them. The
+/// caller prints the report ([`render`], or JSON) and fails the run when
+/// `pass` is false.
+pub fn run(dir: Option<PathBuf>) -> Result<Report, ConsoleError> {
     let (base, temp) = match dir {
         Some(d) => (d, false),
         None => (
@@ -319,21 +349,19 @@ pub fn run(json: bool, dir: Option<PathBuf>) -> Result<bool> {
             true,
         ),
     };
-    std::fs::create_dir_all(&base)?;
+    std::fs::create_dir_all(&base).map_err(|source| ConsoleError::File {
+        what: "cannot create the bench directory",
+        path: base.clone(),
+        source,
+    })?;
     let result = measure(&base);
     if temp {
         let _ = std::fs::remove_dir_all(&base);
     }
-    let report = result?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(report.pass)
+    result
 }
 
-fn measure(base: &Path) -> Result<Report> {
+fn measure(base: &Path) -> Result<Report, ConsoleError> {
     let small_dir = base.join("small");
     let large_dir = base.join("large");
     let small_now = ensure_fixture(&small_dir, &SMALL)?;
@@ -342,23 +370,14 @@ fn measure(base: &Path) -> Result<Report> {
     let ff_small = median(
         (0..5)
             .map(|_| first_frame(&small_dir, small_now))
-            .collect::<Result<Vec<_>>>()?,
+            .collect::<Result<Vec<_>, _>>()?,
     );
     let ff_large = median(
         (0..5)
             .map(|_| first_frame(&large_dir, large_now))
-            .collect::<Result<Vec<_>>>()?,
+            .collect::<Result<Vec<_>, _>>()?,
     );
 
-    let open = |p: &Path, now: u64| -> Result<Source> {
-        Ok(Source::open(
-            &OpenRequest {
-                path: p.to_path_buf(),
-                ..OpenRequest::default()
-            },
-            now,
-        )?)
-    };
     let mut small = open(&small_dir, small_now)?;
     let mut large = open(&large_dir, large_now)?;
     let ts = targets(&small)?;
@@ -435,13 +454,17 @@ fn measure(base: &Path) -> Result<Report> {
     })
 }
 
-fn time_requests_n(src: &mut Source, reqs: &[Request], now: u64, n: usize) -> Result<Duration> {
+fn time_requests_n(
+    src: &mut Feed,
+    reqs: &[Request],
+    now: u64,
+    n: usize,
+) -> Result<Duration, ConsoleError> {
     let mut samples = Vec::new();
     for _ in 0..n {
         let t0 = Instant::now();
         for r in reqs {
-            src.execute(r, now, &mut |_| {})
-                .map_err(|e| eyre!("{r:?}: {e}"))?;
+            src.execute(r, now, &mut |_| {}).map_err(failed(r))?;
         }
         samples.push(t0.elapsed());
     }

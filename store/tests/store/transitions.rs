@@ -1,15 +1,13 @@
 //! The ADR's proof list for counters and transitions, on a real RocksDB.
 
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::*;
 use ankusa_store::queries;
 use ankusa_store::tenants::TenantAllocator;
 use ankusa_store::transitions::{self, PurgeKinds};
 use ankusa_store::values::{ArchiveValue, DeliveryRow, Kind};
 use ankusa_store::{check, Batch, DeadRow, DueRow, InflightRow, Store};
-use common::*;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

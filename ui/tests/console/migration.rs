@@ -3,21 +3,23 @@
 //! dry run, typed confirmation, steps with a pause and a resume, the check,
 //! and the store reopened at format 3.
 
-mod common;
-
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
+use crate::common::{key, NOW};
 use ankusa_store::fixture::{self, FixtureSpec};
 use ankusa_store::migrate::{self, Status};
 use ankusa_store::{check, Store};
-use ankusa_ui::app::{App, Effect, Guide, Header, MigrationState, Msg, Overlay, Screen, Stage};
-use ankusa_ui::data::{self, Event, Job, OpenMode, OpenRequest, Source};
-use common::{key, NOW};
+use ankusa_ui::app::{App, Effect, Header, Msg};
+use ankusa_ui::data::{self, Event, Feed, Fetch, OpenMode, OpenRequest};
+use ankusa_ui::popups::guard::Stage;
+use ankusa_ui::popups::Overlay;
+use ankusa_ui::screens::migration::{Guide, MigrationState};
+use ankusa_ui::screens::Screen;
 use crossterm::event::KeyCode;
 
 struct Worker {
-    jobs: Sender<Job>,
+    jobs: Sender<Fetch>,
     events: Receiver<Event>,
     next_id: u64,
 }
@@ -39,7 +41,7 @@ impl Worker {
                 if let Effect::Fetch(req) = e {
                     self.next_id += 1;
                     self.jobs
-                        .send(Job {
+                        .send(Fetch {
                             id: self.next_id,
                             req,
                             now: app.now,
@@ -71,7 +73,7 @@ impl Worker {
     fn keys(&mut self, app: &mut App, text: &str) {
         for c in text.chars() {
             let msg = match c {
-                '\n' => common::code(KeyCode::Enter),
+                '\n' => crate::common::code(KeyCode::Enter),
                 c => key(c),
             };
             let e = app.update(msg);
@@ -88,7 +90,7 @@ fn the_guided_migration_runs_through_the_worker_pauses_resumes_and_checks() {
         let s = Store::create_v2(&path).expect("v2 store");
         fixture::write_v2(&s, &FixtureSpec::new(20, 3_000, 11, NOW), |_, _| {}).expect("fixture");
     }
-    let src = Source::open(
+    let src = Feed::open(
         &OpenRequest {
             path: path.clone(),
             ..OpenRequest::default()
@@ -147,7 +149,7 @@ fn the_guided_migration_runs_through_the_worker_pauses_resumes_and_checks() {
         Some(Overlay::Guard(g)) if matches!(g.stage, Stage::Confirm { count, .. } if count == total)
     ));
     w.keys(&mut app, "migrate");
-    let e = app.update(common::code(KeyCode::Enter));
+    let e = app.update(crate::common::code(KeyCode::Enter));
     let mut paused = false;
     w.run(&mut app, e, |a| {
         if !paused && a.migration.cursor.is_some() {

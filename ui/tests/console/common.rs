@@ -10,9 +10,11 @@ use ankusa_store::tenants::TenantAllocator;
 use ankusa_store::transitions::{self, IngestHook};
 use ankusa_store::values::Envelope;
 use ankusa_store::{Batch, Store};
-use ankusa_ui::app::{App, Effect, Header, MigrationState, Msg};
-use ankusa_ui::data::{OpenRequest, Source};
-use ankusa_ui::view::{self, Theme};
+use ankusa_ui::app::{App, Effect, Header, Msg};
+use ankusa_ui::data::{Feed, OpenRequest};
+use ankusa_ui::screens::migration::MigrationState;
+use ankusa_ui::theme::Theme;
+use ankusa_ui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -26,8 +28,8 @@ pub fn fixture_store(dir: &Path) {
     fixture::write(&s, &FixtureSpec::new(40, 2000, 7, NOW), |_, _| {}).expect("fixture");
 }
 
-pub fn open(dir: &Path, write: bool) -> Source {
-    Source::open(
+pub fn open(dir: &Path, write: bool) -> Feed {
+    Feed::open(
         &OpenRequest {
             path: dir.to_path_buf(),
             read_only: false,
@@ -40,7 +42,7 @@ pub fn open(dir: &Path, write: bool) -> Source {
 }
 
 /// An app over `src` with a fixed display path, at `w`×`h`.
-pub fn app_for(src: &Source, w: u16, h: u16) -> App {
+pub fn app_for(src: &Feed, w: u16, h: u16) -> App {
     let header = Header {
         path: PathBuf::from("/srv/ankusa/store"),
         mode: src.mode.clone(),
@@ -55,7 +57,7 @@ pub fn app_for(src: &Source, w: u16, h: u16) -> App {
 
 /// Applies effects by answering fetches from `src` until none are left.
 /// Returns whether a Quit was seen.
-pub fn pump(app: &mut App, src: &mut Source, mut effects: Vec<Effect>) -> bool {
+pub fn pump(app: &mut App, src: &mut Feed, mut effects: Vec<Effect>) -> bool {
     let mut quit = false;
     let mut guard = 0;
     while !effects.is_empty() {
@@ -91,7 +93,7 @@ pub fn code(c: KeyCode) -> Msg {
 }
 
 /// Sends keys (as typed text; `\n` is Enter, `\x1b` is Esc) and pumps.
-pub fn type_keys(app: &mut App, src: &mut Source, keys: &str) {
+pub fn type_keys(app: &mut App, src: &mut Feed, keys: &str) {
     for c in keys.chars() {
         let msg = match c {
             '\n' => code(KeyCode::Enter),
@@ -105,7 +107,7 @@ pub fn type_keys(app: &mut App, src: &mut Source, keys: &str) {
 }
 
 /// Starts the app: first tick (refresh) answered.
-pub fn start(app: &mut App, src: &mut Source) {
+pub fn start(app: &mut App, src: &mut Feed) {
     let e = app.update(Msg::Tick(NOW));
     pump(app, src, e);
 }

@@ -2,11 +2,9 @@
 //! end on a real store (WRITE mode): the dry-run count equals what the run
 //! touches, and the counters change.
 
-mod common;
-
+use crate::common::*;
 use ankusa_store::{queries, tenants, DeadRow, Store};
 use ankusa_ui::heatmap::{count_row, HeatSpec, CAP};
-use common::*;
 
 fn store_with(dir: &std::path::Path, rows: &[(&str, u64, u64)]) -> Store {
     let s = Store::create_or_open(dir).expect("store");
@@ -115,10 +113,10 @@ fn replaying_the_dead_only_tenant_moves_its_rows_and_changes_the_counters() {
     start(&mut app, &mut src);
     type_keys(&mut app, &mut src, ":dlq dead-only\nA");
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => {
+        [ankusa_ui::popups::Overlay::Guard(g)] => {
             assert_eq!(
                 g.stage,
-                ankusa_ui::app::Stage::Confirm {
+                ankusa_ui::popups::guard::Stage::Confirm {
                     count: before.dead as u64,
                     typed: String::new()
                 }
@@ -128,8 +126,8 @@ fn replaying_the_dead_only_tenant_moves_its_rows_and_changes_the_counters() {
     }
     type_keys(&mut app, &mut src, "dead-only\n");
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
-            ankusa_ui::app::Stage::Done(Ok(r)) => {
+        [ankusa_ui::popups::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::popups::guard::Stage::Done(Ok(r)) => {
                 assert_eq!(r.touched, before.dead as u64, "dry run == rows touched");
                 assert_eq!(r.expected, r.touched);
             }
@@ -177,9 +175,9 @@ fn replaying_a_time_range_takes_exactly_the_rows_dead_lettered_in_it() {
 ",
     );
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => assert_eq!(
+        [ankusa_ui::popups::Overlay::Guard(g)] => assert_eq!(
             g.stage,
-            ankusa_ui::app::Stage::Confirm {
+            ankusa_ui::popups::guard::Stage::Confirm {
                 count: in_range,
                 typed: String::new()
             }
@@ -188,8 +186,8 @@ fn replaying_a_time_range_takes_exactly_the_rows_dead_lettered_in_it() {
     }
     type_keys(&mut app, &mut src, "replay\n");
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
-            ankusa_ui::app::Stage::Done(Ok(r)) => {
+        [ankusa_ui::popups::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::popups::guard::Stage::Done(Ok(r)) => {
                 assert_eq!((r.expected, r.touched), (in_range, in_range))
             }
             other => panic!("{other:?}"),
@@ -232,8 +230,8 @@ fn purging_a_tenant_removes_exactly_the_dry_run_count() {
         node_after.pending + node_after.scheduled + node_after.dead
     );
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
-            ankusa_ui::app::Stage::Done(Ok(r)) => assert_eq!(r.touched as i64, purged),
+        [ankusa_ui::popups::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::popups::guard::Stage::Done(Ok(r)) => assert_eq!(r.touched as i64, purged),
             other => panic!("{other:?}"),
         },
         other => panic!("{other:?}"),
@@ -300,9 +298,9 @@ fn replaying_one_marked_sink_of_a_hook_dead_at_two_changes_that_row_only() {
     type_keys(&mut app, &mut src, "xR");
     assert_eq!(app.dlq.marked_rows, vec![picked.clone()]);
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => assert_eq!(
+        [ankusa_ui::popups::Overlay::Guard(g)] => assert_eq!(
             g.stage,
-            ankusa_ui::app::Stage::Confirm {
+            ankusa_ui::popups::guard::Stage::Confirm {
                 count: 1,
                 typed: String::new()
             },
@@ -333,8 +331,10 @@ fn replaying_one_marked_sink_of_a_hook_dead_at_two_changes_that_row_only() {
 
     type_keys(&mut app, &mut src, "replay\n");
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
-            ankusa_ui::app::Stage::Done(Ok(r)) => assert_eq!((r.expected, r.touched), (1, 1)),
+        [ankusa_ui::popups::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::popups::guard::Stage::Done(Ok(r)) => {
+                assert_eq!((r.expected, r.touched), (1, 1))
+            }
             other => panic!("{other:?}"),
         },
         other => panic!("{other:?}"),
@@ -436,8 +436,8 @@ fn repairing_a_damaged_store_from_the_console() {
     start(&mut app, &mut src);
     type_keys(&mut app, &mut src, ":repair\n");
     let count = match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
-            ankusa_ui::app::Stage::Confirm { count, .. } => *count,
+        [ankusa_ui::popups::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::popups::guard::Stage::Confirm { count, .. } => *count,
             other => panic!("{other:?}"),
         },
         other => panic!("{other:?}"),
@@ -445,8 +445,8 @@ fn repairing_a_damaged_store_from_the_console() {
     assert!(count >= 3, "a quarantine and two markers at least: {count}");
     type_keys(&mut app, &mut src, "repair\n");
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => match &g.stage {
-            ankusa_ui::app::Stage::Done(Ok(r)) => {
+        [ankusa_ui::popups::Overlay::Guard(g)] => match &g.stage {
+            ankusa_ui::popups::guard::Stage::Done(Ok(r)) => {
                 assert_eq!((r.expected, r.touched), (count, count))
             }
             other => panic!("{other:?}"),
@@ -455,9 +455,9 @@ fn repairing_a_damaged_store_from_the_console() {
     }
     type_keys(&mut app, &mut src, "\n:repair\n");
     match &app.overlays[..] {
-        [ankusa_ui::app::Overlay::Guard(g)] => assert_eq!(
+        [ankusa_ui::popups::Overlay::Guard(g)] => assert_eq!(
             g.stage,
-            ankusa_ui::app::Stage::Confirm {
+            ankusa_ui::popups::guard::Stage::Confirm {
                 count: 0,
                 typed: String::new()
             }

@@ -1,11 +1,9 @@
 //! Opening stores: the format fence, read-only and follower opens, lock
 //! errors, and iterator errors on real corruption.
 
-mod common;
-
+use crate::common::*;
 use ankusa_store::tenants::TenantAllocator;
 use ankusa_store::{queries, Store, StoreError};
-use common::*;
 
 fn stamp(path: &std::path::Path, key: &[u8], value: &[u8]) {
     // Raw RocksDB, as another release would write it.

@@ -1,7 +1,5 @@
 //! The format 2 → 3 upgrade, per the ADR's proof list.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -178,7 +176,7 @@ fn an_undecodable_old_row_is_quarantined_and_the_migration_finishes() {
     let path = dir.path().join("s");
     let rep = v2_fixture(&path, 5, 300);
     {
-        let db = common::raw_open(&path);
+        let db = crate::common::raw_open(&path);
         let index = db.cf_handle("index").unwrap();
         // A due key one byte short, and a due value of the wrong width.
         db.put_cf(index, [b'd', 0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 9])

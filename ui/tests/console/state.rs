@@ -8,11 +8,15 @@ use ankusa_store::queries::{DlqCursor, DlqPage};
 use ankusa_store::rows::DeadRow;
 use ankusa_store::tenants::TenantInfo;
 use ankusa_store::Counters;
-use ankusa_ui::app::{App, Effect, Header, MigrationState, Msg, Overlay, Screen, Stage};
+use ankusa_ui::app::{App, Effect, Header, Msg};
 use ankusa_ui::data::{
-    ActionResult, ActionScope, DlqData, OpenMode, Reply, Request, TenantsPage, TenantsQuery,
+    ActionResult, ActionScope, DlqData, OpenMode, Reply, Request, TenantsData, TenantsQuery,
 };
 use ankusa_ui::keymap::{self, KEYMAP};
+use ankusa_ui::popups::guard::Stage;
+use ankusa_ui::popups::Overlay;
+use ankusa_ui::screens::migration::MigrationState;
+use ankusa_ui::screens::Screen;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 const NOW: u64 = 1_700_000_000_000;
@@ -121,7 +125,7 @@ fn navigation_keys_move_within_the_page_and_enter_opens_a_tenant() {
     assert_eq!(*a.screen(), Screen::Tenants);
     let rows: Vec<TenantInfo> = (1..=5).map(|i| tenant(i, &format!("t{i}"), 0)).collect();
     answer(&mut a, e, |r| match r {
-        Request::Tenants(q) => Some(Reply::Tenants(TenantsPage {
+        Request::Tenants(q) => Some(Reply::Tenants(TenantsData {
             query: q.clone(),
             rows: rows.clone(),
             next: None,
@@ -282,7 +286,7 @@ fn guarded_actions_are_hidden_when_the_console_cannot_act() {
     for mode in [OpenMode::ReadOnly, OpenMode::NeedsMigration] {
         let mut a = app(mode);
         a.stack.push(Screen::Tenant { ord: 3 });
-        a.tenant = Some(ankusa_ui::data::TenantDetail {
+        a.tenant = Some(ankusa_ui::data::TenantData {
             ord: 3,
             name: "acme".into(),
             counters: Counters::default(),
@@ -316,7 +320,7 @@ fn beside_a_daemon_actions_go_through_it() {
     let mut a = app(OpenMode::Follow { pid: 42 });
     assert!(a.can_act());
     a.stack.push(Screen::Tenant { ord: 3 });
-    a.tenant = Some(ankusa_ui::data::TenantDetail {
+    a.tenant = Some(ankusa_ui::data::TenantData {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
@@ -343,7 +347,7 @@ fn beside_a_daemon_actions_go_through_it() {
 fn purge_goes_through_dry_run_typed_name_progress_and_result() {
     let mut a = app(OpenMode::Write);
     a.stack.push(Screen::Tenant { ord: 3 });
-    a.tenant = Some(ankusa_ui::data::TenantDetail {
+    a.tenant = Some(ankusa_ui::data::TenantData {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
@@ -406,7 +410,7 @@ fn purge_goes_through_dry_run_typed_name_progress_and_result() {
 fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
     let mut a = app(OpenMode::Write);
     a.stack.push(Screen::Tenant { ord: 3 });
-    a.tenant = Some(ankusa_ui::data::TenantDetail {
+    a.tenant = Some(ankusa_ui::data::TenantData {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
@@ -435,12 +439,12 @@ fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
 fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
     let mut a = app(OpenMode::ReadOnly);
     keys(&mut a, "4");
-    a.dlq.cursor = Some(DlqCursor {
+    a.dlq.pages.at = Some(DlqCursor {
         at: NOW - 20,
         seq: 8,
         sink: 0,
     });
-    a.dlq.back = vec![None];
+    a.dlq.pages.back = vec![None];
     let e = keys(&mut a, "o");
     assert_eq!(
         fetches(&e),
@@ -451,7 +455,7 @@ fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
             order: ankusa_store::queries::DlqOrder::OldestFirst,
         }]
     );
-    assert!(a.dlq.back.is_empty());
+    assert!(a.dlq.pages.back.is_empty());
     // A page of the other order arriving late is not shown.
     let stale = DlqData {
         ord: None,
@@ -572,7 +576,7 @@ fn resize_refetches_with_the_new_page_size() {
 // The migration screen.
 
 use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
-use ankusa_ui::app::{backup_path, Guide};
+use ankusa_ui::screens::migration::{backup_path, Guide};
 
 fn needs_migration() -> App {
     let header = Header {

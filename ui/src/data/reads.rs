@@ -1,0 +1,206 @@
+//! The screens' reads, each bounded by what the screen shows: counters are
+//! point reads, pages are bounded scans, the active-tenant count and the
+//! heatmap walk a bounded number of markers, heatmap cells are counted
+//! with a cap. Nothing here folds a family.
+
+use ankusa_ops::preview;
+use ankusa_store::queries::{self, DlqCursor};
+use ankusa_store::rows::DeadRow;
+use ankusa_store::tenants::{self, Name, TenantInfo};
+use ankusa_store::values::Envelope;
+use ankusa_store::{Store, StoreError};
+
+use super::feed::Feed;
+use super::request::{
+    DeadDetail, DlqData, HeatRow, HeatmapData, Overview, TenantData, TenantsAfter, TenantsData,
+    TenantsQuery,
+};
+use crate::heatmap::{self, HeatSpec};
+
+/// Active-index markers the overview walks at most to count active tenants
+/// (one marker per tenant and due second). Above it the overview shows
+/// "≥ N": a count costs what one screen of rows costs, not a walk of the
+/// index, whose size grows with the backlog.
+pub const ACTIVE_BUDGET: usize = 1024;
+
+/// Markers the heatmap walks at most to find `want` distinct active tenants:
+/// a floor for the common case plus a few markers per wanted tenant (deep
+/// pages need a longer walk; the budget still grows with the page, never
+/// with the backlog).
+pub fn heat_marker_budget(want: usize) -> usize {
+    1024 + want.saturating_mul(16)
+}
+impl Feed {
+    pub(super) fn overview(&self, now: u64) -> Result<Overview, StoreError> {
+        let s = self.need()?;
+        // Counted by a walk of at most ACTIVE_BUDGET markers: the screen
+        // shows one number, so it gets a screen's worth of reads ("≥ N"
+        // when the walk stopped early), never a walk of the whole index.
+        let walk = queries::active_within(s, now, usize::MAX, ACTIVE_BUDGET)?;
+        let oldest = queries::oldest_due(s)?;
+        let oldest_name = match oldest {
+            Some(o) => live_name(s, o.ord)?,
+            None => None,
+        };
+        Ok(Overview {
+            node: queries::node_counters(s)?,
+            tenants: tenants::allocated(s)?,
+            active: walk.tenants.len(),
+            active_capped: !walk.complete,
+            oldest,
+            oldest_name,
+            format: s.format()?,
+            quarantined: ankusa_store::quarantine::count(s)?,
+        })
+    }
+
+    pub(super) fn tenants(&self, q: &TenantsQuery) -> Result<TenantsData, StoreError> {
+        let s = self.need()?;
+        let limit = q.limit.max(1);
+        // One more than the page, to know whether there is a next page.
+        let (mut rows, next_of): (Vec<TenantInfo>, fn(&TenantInfo) -> TenantsAfter) =
+            if q.filter.is_empty() {
+                let after = match &q.after {
+                    Some(TenantsAfter::Ord(o)) => Some(*o),
+                    _ => None,
+                };
+                (tenants::page(s, after, limit + 1)?, |t| {
+                    TenantsAfter::Ord(t.ord)
+                })
+            } else {
+                // A prefix filter is a bounded range scan of the names.
+                let after = match &q.after {
+                    Some(TenantsAfter::Name(n)) => Some(n.as_str()),
+                    _ => None,
+                };
+                (tenants::by_prefix(s, &q.filter, after, limit + 1)?, |t| {
+                    TenantsAfter::Name(t.id.clone())
+                })
+            };
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if more { rows.last().map(next_of) } else { None };
+        Ok(TenantsData {
+            query: q.clone(),
+            rows,
+            next,
+            total: tenants::allocated(s)?,
+        })
+    }
+
+    pub(super) fn tenant(
+        &self,
+        ord: u32,
+        dlq_limit: usize,
+        heat: &HeatSpec,
+        now: u64,
+    ) -> Result<TenantData, StoreError> {
+        let s = self.need()?;
+        let name = match tenants::name_of(s, ord)? {
+            Some(Name::Live(n)) => n,
+            Some(Name::Erased) => "(erased)".into(),
+            None => format!("ord {ord}"),
+        };
+        Ok(TenantData {
+            ord,
+            name,
+            counters: queries::counters(s, ord)?,
+            first_due: queries::first_due(s, ord)?,
+            heat: heatmap::count_row(s, ord, heat, now)?,
+            dlq: queries::dlq_page_for_tenant(s, ord, None, dlq_limit)?,
+        })
+    }
+
+    pub(super) fn heatmap(
+        &self,
+        offset: usize,
+        rows: usize,
+        heat: &HeatSpec,
+        now: u64,
+    ) -> Result<HeatmapData, StoreError> {
+        let s = self.need()?;
+        let want = offset + rows + 1;
+        let walk = queries::active_within(s, now, want, heat_marker_budget(want))?;
+        // More rows below: found past this page, or the walk stopped at its
+        // budget (more tenants may be active; paging on walks further).
+        let more = walk.tenants.len() > offset + rows || !walk.complete;
+        let shown: Vec<_> = walk.tenants.into_iter().skip(offset).take(rows).collect();
+        let ords: Vec<u32> = shown.iter().map(|a| a.ord).collect();
+        let cells = heatmap::count_rows(s, &ords, heat, now)?;
+        let mut out = Vec::with_capacity(shown.len());
+        for (a, cells) in shown.into_iter().zip(cells) {
+            out.push(HeatRow {
+                ord: a.ord,
+                name: live_name(s, a.ord)?.unwrap_or_else(|| format!("ord {}", a.ord)),
+                oldest_bucket: a.bucket,
+                cells,
+            });
+        }
+        Ok(HeatmapData {
+            spec: *heat,
+            offset,
+            rows: out,
+            more,
+            at: now,
+        })
+    }
+
+    pub(super) fn dlq(
+        &self,
+        ord: Option<u32>,
+        cursor: Option<DlqCursor>,
+        limit: usize,
+        order: queries::DlqOrder,
+    ) -> Result<DlqData, StoreError> {
+        let s = self.need()?;
+        let page = queries::dlq_page_ordered(s, ord, order, cursor, limit)?;
+        let mut names: Vec<(u32, String)> = Vec::new();
+        for e in &page.entries {
+            if !names.iter().any(|(o, _)| *o == e.ord) {
+                names.push((
+                    e.ord,
+                    live_name(s, e.ord)?.unwrap_or_else(|| format!("ord {}", e.ord)),
+                ));
+            }
+        }
+        let total = queries::counters(s, ord.unwrap_or(0))?.dead;
+        Ok(DlqData {
+            ord,
+            order,
+            cursor,
+            page,
+            names,
+            total,
+        })
+    }
+
+    pub(super) fn dead_detail(&self, row: &DeadRow) -> Result<DeadDetail, StoreError> {
+        let s = self.need()?;
+        let still_dead = queries::dead_row(
+            s,
+            &ankusa_store::keys::DeadKey {
+                at: row.at,
+                seq: row.seq,
+                sink: row.sink,
+            },
+        )?
+        .is_some();
+        let delivery = queries::delivery(s, row.seq, row.sink)?;
+        let envelope: Option<Envelope> = queries::hook(s, row.seq)?;
+        Ok(DeadDetail {
+            row: row.clone(),
+            tenant: live_name(s, row.ord)?.unwrap_or_else(|| format!("ord {}", row.ord)),
+            still_dead,
+            delivery,
+            preview: envelope.as_ref().map(preview::build),
+        })
+    }
+}
+
+fn live_name(s: &Store, ord: u32) -> Result<Option<String>, StoreError> {
+    Ok(match tenants::name_of(s, ord)? {
+        Some(Name::Live(n)) => Some(n),
+        Some(Name::Erased) => Some("(erased)".into()),
+        None => None,
+    })
+}

@@ -1,0 +1,305 @@
+//! What the screens ask the feed ([`Request`]) and what it answers
+//! ([`Reply`]), with the read models the screens draw. These are the
+//! console's own models: the admin API's (`ankusa_ops::model`) carry other
+//! fields and other names.
+
+use std::path::PathBuf;
+
+use ankusa_ops::model::Kinds;
+use ankusa_ops::preview::Preview;
+use ankusa_store::check::CheckReport;
+use ankusa_store::counters::Field;
+use ankusa_store::migrate::{self, Cursor, Plan};
+use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
+use ankusa_store::rows::{DeadRow, DueRow};
+use ankusa_store::tenants::TenantInfo;
+use ankusa_store::values::DeliveryRow;
+use ankusa_store::Counters;
+
+use super::open::OpenMode;
+use crate::heatmap::HeatSpec;
+
+/// Tenants ranked when sorting by a counter.
+pub const RANK_LIMIT: usize = 1000;
+
+/// What a screen asks the feed for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Catch up with the daemon and check who holds the store.
+    Refresh,
+    Overview,
+    Tenants(TenantsQuery),
+    /// Rank tenants by a counter: a bounded-memory scan of the counters
+    /// family, run only when the operator picks a sort key (never on a
+    /// refresh; refreshes re-read the visible rows' counters).
+    Rank {
+        field: Field,
+        limit: usize,
+    },
+    CountersOf(Vec<u32>),
+    Tenant {
+        ord: u32,
+        dlq_limit: usize,
+        heat: HeatSpec,
+    },
+    /// Resolve a name typed in a `:` command; `dlq` says which screen opens.
+    TenantByName {
+        name: String,
+        dlq: bool,
+    },
+    Heatmap {
+        offset: usize,
+        rows: usize,
+        heat: HeatSpec,
+    },
+    Dlq {
+        ord: Option<u32>,
+        cursor: Option<DlqCursor>,
+        limit: usize,
+        order: queries::DlqOrder,
+    },
+    DeadDetail(DeadRow),
+    DryRun(ActionScope),
+    Execute(ActionScope),
+    /// The migration screen's poll (no lock taken).
+    MigrationStatus,
+    /// Checkpoint the store into `out` (a new directory) before migrating.
+    MigrationBackup {
+        out: PathBuf,
+    },
+    /// The migration's dry run: rows per phase.
+    MigrationPlan,
+    /// One step of the guided migration (this console becomes the writer).
+    MigrationStep,
+    /// `store check` after the migration.
+    MigrationCheck,
+    /// Open the migrated store the ordinary way.
+    Reopen,
+}
+
+/// Where a tenants page starts: after an ordinal (no filter: ordinal order)
+/// or after a name (a prefix filter: name order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantsAfter {
+    Ord(u32),
+    Name(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TenantsQuery {
+    pub after: Option<TenantsAfter>,
+    /// A name prefix (case-sensitive: tenant ids are bytes); empty for all.
+    pub filter: String,
+    pub limit: usize,
+}
+
+/// The answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Refreshed(DaemonStatus),
+    Overview(Overview),
+    Tenants(TenantsData),
+    Ranked {
+        field: Field,
+        rows: Vec<TenantInfo>,
+        at: u64,
+    },
+    CountersOf(Vec<(u32, Counters)>),
+    Tenant(TenantData),
+    TenantByName(String, Option<u32>),
+    Heatmap(HeatmapData),
+    Dlq(DlqData),
+    DeadDetail(Box<DeadDetail>),
+    DryRun(ActionScope, u64),
+    Done(ActionResult),
+    MigrationStatus {
+        status: migrate::Status,
+        holder: Option<i32>,
+        at: u64,
+    },
+    BackedUp(PathBuf),
+    Plan(Plan),
+    Stepped {
+        cursor: Cursor,
+        finished: bool,
+    },
+    Checked(Box<CheckReport>),
+    Reopened {
+        mode: OpenMode,
+        format: Option<u32>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonStatus {
+    Running(i32),
+    NotRunning,
+    /// We hold the store ourselves (`--write`).
+    NoneWeWrite,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overview {
+    pub node: Counters,
+    pub tenants: u32,
+    pub active: usize,
+    pub active_capped: bool,
+    pub oldest: Option<OldestDue>,
+    pub oldest_name: Option<String>,
+    pub format: Option<u32>,
+    /// Rows moved to the quarantine because they did not decode (one
+    /// counter read).
+    pub quarantined: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantsData {
+    pub query: TenantsQuery,
+    pub rows: Vec<TenantInfo>,
+    /// Where the next page starts; None on the last page.
+    pub next: Option<TenantsAfter>,
+    pub total: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantData {
+    pub ord: u32,
+    pub name: String,
+    pub counters: Counters,
+    pub first_due: Option<DueRow>,
+    pub heat: Vec<u32>,
+    pub dlq: DlqPage,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeatRow {
+    pub ord: u32,
+    pub name: String,
+    pub oldest_bucket: u64,
+    pub cells: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeatmapData {
+    pub spec: HeatSpec,
+    pub offset: usize,
+    pub rows: Vec<HeatRow>,
+    pub more: bool,
+    pub at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DlqData {
+    pub ord: Option<u32>,
+    pub order: queries::DlqOrder,
+    pub cursor: Option<DlqCursor>,
+    pub page: DlqPage,
+    pub names: Vec<(u32, String)>,
+    /// The dead counter of the tenant (or the node).
+    pub total: i64,
+}
+
+impl DlqData {
+    pub fn name(&self, ord: u32) -> &str {
+        self.names
+            .iter()
+            .find(|(o, _)| *o == ord)
+            .map_or("?", |(_, n)| n.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadDetail {
+    pub row: DeadRow,
+    pub tenant: String,
+    pub still_dead: bool,
+    pub delivery: Option<DeliveryRow>,
+    pub preview: Option<Preview>,
+}
+
+/// The exact scope of a guarded action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionScope {
+    Purge {
+        ord: u32,
+        tenant: String,
+        kinds: Kinds,
+    },
+    ReplayRows {
+        rows: Vec<DeadRow>,
+    },
+    ReplayTenant {
+        ord: u32,
+        tenant: String,
+    },
+    /// Rows dead-lettered in `[from, to)` (ms), node-wide or of one tenant.
+    ReplayRange {
+        tenant: Option<(u32, String)>,
+        from: u64,
+        to: u64,
+    },
+    /// The format 2 → 3 migration of the whole store (guided, step by step).
+    Migrate,
+    /// `store repair` on the store this console holds (WRITE mode only):
+    /// quarantine undecodable due rows, put back markers, set counters to
+    /// the fold, make unowed hooks reclaimable.
+    Repair,
+}
+
+impl ActionScope {
+    pub fn describe(&self) -> String {
+        match self {
+            ActionScope::Purge { tenant, kinds, .. } => {
+                format!("purge {} of tenant {tenant}", kinds.rows())
+            }
+            ActionScope::ReplayRows { rows } => {
+                format!("replay {} dead row(s), each one hook's sink:", rows.len())
+            }
+            ActionScope::ReplayTenant { tenant, .. } => {
+                format!("replay every dead row of tenant {tenant}")
+            }
+            ActionScope::ReplayRange { tenant, from, to } => {
+                let whose = match tenant {
+                    Some((_, t)) => format!("of tenant {t}"),
+                    None => "of every tenant".into(),
+                };
+                format!(
+                    "replay the dead rows {whose} dead-lettered from {} to {} UTC",
+                    crate::fmt::utc(*from),
+                    crate::fmt::utc(*to)
+                )
+            }
+            ActionScope::Migrate => {
+                "migrate this store from format 2 to format 3 (one-way: older releases cannot open it afterwards)".into()
+            }
+            ActionScope::Repair => {
+                "repair this store: quarantine due rows that do not decode, put back missing markers, set every counter to the fold (ankusa store repair)".into()
+            }
+        }
+    }
+
+    /// What the operator must type to confirm.
+    pub fn confirm_word(&self) -> String {
+        match self {
+            ActionScope::Purge { tenant, .. } | ActionScope::ReplayTenant { tenant, .. } => {
+                tenant.clone()
+            }
+            ActionScope::ReplayRows { .. } | ActionScope::ReplayRange { .. } => "replay".into(),
+            ActionScope::Migrate => "migrate".into(),
+            ActionScope::Repair => "repair".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionResult {
+    pub scope: ActionScope,
+    pub expected: u64,
+    pub touched: u64,
+}

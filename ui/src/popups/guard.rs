@@ -1,0 +1,298 @@
+//! The guard of a destructive action (purge, replay, migrate, repair):
+//! the exact scope and the dry run's count first, then the typed
+//! confirmation (the tenant's name for a purge), then progress, then the
+//! result. Nothing runs before the typed word matches, and a running
+//! action cannot be interrupted from here (it is chunked and resumable).
+
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::{Alignment, Rect};
+use ratatui::style::{Color, Modifier};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+use ankusa_ops::model::Kinds;
+
+use crate::data::{ActionResult, ActionScope, Progress, Request, TenantData};
+use crate::fmt::{num, utc};
+use crate::keymap::Action;
+use crate::screens::dlq::DlqState;
+use crate::screens::Screen;
+use crate::theme::{block, centered, Theme};
+
+/// A guarded action's stages: exact scope and dry-run count, typed
+/// confirmation, progress, result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    Counting,
+    Confirm { count: u64, typed: String },
+    Running(Progress),
+    Done(Result<ActionResult, String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    pub scope: ActionScope,
+    pub stage: Stage,
+}
+
+/// What a key on the guard asks the app to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuardNext {
+    Stay,
+    /// Close the guard; after a finished action, refresh the screen.
+    Close {
+        refresh: bool,
+    },
+    Fetch(Request),
+    /// The migration was confirmed: it runs on the migration screen, one
+    /// step per request, each showing its cursor.
+    Migrate,
+}
+
+/// Why a key names no scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoScope {
+    /// Nothing to act on yet (no row selected, the tenant not loaded): the
+    /// key does nothing.
+    Nothing,
+    /// The action does not apply on this screen.
+    NotHere,
+}
+
+/// The scope `action` has on `screen`.
+pub fn scope_for(
+    action: Action,
+    screen: &Screen,
+    tenant: Option<&TenantData>,
+    dlq: &DlqState,
+) -> Result<ActionScope, NoScope> {
+    Ok(match (action, screen.clone()) {
+        (Action::Purge, Screen::Tenant { ord }) => {
+            let Some(t) = tenant.filter(|t| t.ord == ord) else {
+                return Err(NoScope::Nothing);
+            };
+            ActionScope::Purge {
+                ord,
+                tenant: t.name.clone(),
+                kinds: Kinds::BOTH,
+            }
+        }
+        (Action::Replay, Screen::Dlq { .. }) => {
+            let rows = dlq.replay_rows();
+            if rows.is_empty() {
+                return Err(NoScope::Nothing);
+            }
+            ActionScope::ReplayRows { rows }
+        }
+        (Action::Replay, Screen::DeadDetail { row }) => ActionScope::ReplayRows { rows: vec![row] },
+        (
+            Action::ReplayTenant,
+            Screen::Dlq {
+                ord: Some(ord),
+                name,
+            },
+        ) => ActionScope::ReplayTenant {
+            ord,
+            tenant: dlq.name_of(ord, name),
+        },
+        (Action::ReplayTenant, Screen::Tenant { ord }) => {
+            let Some(t) = tenant.filter(|t| t.ord == ord) else {
+                return Err(NoScope::Nothing);
+            };
+            ActionScope::ReplayTenant {
+                ord,
+                tenant: t.name.clone(),
+            }
+        }
+        _ => return Err(NoScope::NotHere),
+    })
+}
+
+/// `:replay-since`: the rows dead-lettered in the last `span_ms` before
+/// `now`, of the tenant `screen` shows, else of every tenant.
+pub fn since_scope(
+    now: u64,
+    span_ms: u64,
+    screen: &Screen,
+    tenant: Option<&TenantData>,
+    dlq: &DlqState,
+) -> ActionScope {
+    let tenant = match screen.clone() {
+        Screen::Dlq {
+            ord: Some(ord),
+            name,
+        } => Some((ord, dlq.name_of(ord, name))),
+        Screen::Tenant { ord } => tenant
+            .filter(|t| t.ord == ord)
+            .map(|t| (ord, t.name.clone())),
+        _ => None,
+    };
+    ActionScope::ReplayRange {
+        tenant,
+        from: now.saturating_sub(span_ms),
+        to: now.saturating_add(1),
+    }
+}
+
+impl Guard {
+    /// A new guard, counting its scope's rows.
+    pub fn new(scope: ActionScope) -> Self {
+        Guard {
+            scope,
+            stage: Stage::Counting,
+        }
+    }
+
+    /// The dry run's count arrived (for this scope: a Tab may have changed
+    /// the purge kinds since it was asked).
+    pub fn on_dry_run(&mut self, scope: &ActionScope, count: u64) {
+        if self.scope == *scope {
+            self.stage = Stage::Confirm {
+                count,
+                typed: String::new(),
+            };
+        }
+    }
+
+    pub fn key(&mut self, k: &KeyEvent, status: &mut String) -> GuardNext {
+        match (&mut self.stage, k.code) {
+            (Stage::Running(_), _) => {
+                *status = "the action is running; it cannot be interrupted from here".into();
+            }
+            (Stage::Done(_), KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) => {
+                return GuardNext::Close { refresh: true };
+            }
+            (_, KeyCode::Esc) => {
+                *status = "cancelled: nothing was changed".into();
+                return GuardNext::Close { refresh: false };
+            }
+            (Stage::Confirm { .. }, KeyCode::Tab) => {
+                // Purge kinds: both, pending only, dead only.
+                if let ActionScope::Purge { kinds, .. } = &mut self.scope {
+                    *kinds = kinds.next();
+                    self.stage = Stage::Counting;
+                    return GuardNext::Fetch(Request::DryRun(self.scope.clone()));
+                }
+            }
+            (Stage::Confirm { typed, .. }, KeyCode::Backspace) => {
+                typed.pop();
+            }
+            (Stage::Confirm { typed, .. }, KeyCode::Char(c))
+                if !c.is_control() && typed.len() < 200 =>
+            {
+                typed.push(c);
+            }
+            (Stage::Confirm { typed, count }, KeyCode::Enter) => {
+                if *typed != self.scope.confirm_word() {
+                    *status = format!("type {:?} exactly to confirm", self.scope.confirm_word());
+                    return GuardNext::Stay;
+                }
+                if self.scope == ActionScope::Migrate {
+                    return GuardNext::Migrate;
+                }
+                let total = *count;
+                self.stage = Stage::Running(Progress { done: 0, total });
+                return GuardNext::Fetch(Request::Execute(self.scope.clone()));
+            }
+            _ => {}
+        }
+        GuardNext::Stay
+    }
+}
+
+pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
+    let (scope, stage) = (&g.scope, &g.stage);
+    let mut lines = vec![Line::from(format!(" Scope: {}", scope.describe()))];
+    if let ActionScope::ReplayRows { rows } = scope {
+        for r in rows.iter().take(3) {
+            lines.push(Line::from(format!(
+                "   {} sink {} dead at {}",
+                r.hook_id,
+                r.sink,
+                utc(r.at)
+            )));
+        }
+        if rows.len() > 3 {
+            lines.push(Line::from(format!("   … and {} more", rows.len() - 3)));
+        }
+    }
+    lines.push(Line::from(""));
+    match stage {
+        Stage::Counting => lines.push(Line::from(" Dry run: counting the rows this would touch…")),
+        Stage::Confirm { count, typed } => {
+            lines.push(Line::from(Span::styled(
+                format!(" Dry run: {} row(s) would change.", num(*count as i64)),
+                theme.title(),
+            )));
+            lines.push(Line::from(match scope {
+                ActionScope::Purge { .. } => {
+                    " Tab: pending+dead / pending only / dead only. Purged rows are gone."
+                }
+                ActionScope::Migrate => {
+                    " Rows move in synced steps; an interrupted run resumes where it stopped."
+                }
+                ActionScope::Repair => {
+                    " Counted: rows to quarantine, markers to put back, counters to set, hooks to reclaim."
+                }
+                _ => " Replayed rows become due now and leave the DLQ.",
+            }));
+            lines.push(Line::from(format!(
+                " Type {:?} and press Enter to confirm; Esc cancels.",
+                scope.confirm_word()
+            )));
+            lines.push(Line::from(vec![
+                Span::raw(" > "),
+                Span::styled(format!("{typed}▏"), theme.title()),
+            ]));
+        }
+        Stage::Running(p) => {
+            lines.push(Line::from(format!(
+                " Running: {} of {} row(s)…",
+                num(p.done as i64),
+                num(p.total as i64)
+            )));
+            let w = 40usize;
+            let filled = if p.total == 0 {
+                w
+            } else {
+                (p.done.min(p.total) as usize * w) / p.total as usize
+            };
+            lines.push(Line::from(format!(
+                " [{}{}]",
+                "#".repeat(filled),
+                ".".repeat(w - filled)
+            )));
+        }
+        Stage::Done(Ok(r)) => {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    " Done: {} row(s) changed (dry run said {}).",
+                    num(r.touched as i64),
+                    num(r.expected as i64)
+                ),
+                theme.fg(Color::Green).add_modifier(Modifier::BOLD),
+            )));
+            lines.push(Line::from(" Enter or Esc closes and refreshes."));
+        }
+        Stage::Done(Err(e)) => {
+            lines.push(Line::from(Span::styled(
+                format!(" Failed: {e}"),
+                theme.fg(Color::Red),
+            )));
+            lines.push(Line::from(" Enter or Esc closes."));
+        }
+    }
+    let w = 76u16.min(area.width);
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    let r = centered(area, w, rows as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .alignment(Alignment::Left)
+            .block(block(" Guarded action ".into(), theme))
+            .wrap(Wrap { trim: false }),
+        r,
+    );
+}

@@ -1,0 +1,51 @@
+//! The help overlay, generated from the keymap ([`crate::keymap`]), so
+//! the keys it lists are the keys that work. The guarded actions' keys are
+//! listed only when the console may act.
+
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+use crate::keymap::{self, Action};
+use crate::theme::{block, centered, Theme};
+
+/// A key on the help overlay scrolled to `scroll`: the new scroll, or None
+/// when the key closes it.
+pub fn key(scroll: u16, k: &KeyEvent, can_act: bool) -> Option<u16> {
+    let max = keymap::help_lines(can_act).len() as u16;
+    if matches!(
+        k.code,
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('?') | KeyCode::Enter
+    ) {
+        return None;
+    }
+    Some(match keymap::lookup(k) {
+        Some(Action::Down) => (scroll + 1).min(max),
+        Some(Action::Up) => scroll.saturating_sub(1),
+        Some(Action::PageDown) => (scroll + 10).min(max),
+        Some(Action::PageUp) => scroll.saturating_sub(10),
+        Some(Action::Top) => 0,
+        _ => scroll,
+    })
+}
+
+pub fn draw(f: &mut Frame, can_act: bool, scroll: u16, theme: &Theme, area: Rect) {
+    let lines: Vec<Line> = keymap::help_lines(can_act)
+        .into_iter()
+        .map(|(title, text)| match title {
+            Some(t) => Line::from(Span::styled(t, theme.title())),
+            None => Line::from(text),
+        })
+        .collect();
+    let r = centered(area, 78, area.height);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(block(" Keys (j/k scroll; ? or Esc closes) ".into(), theme))
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0)),
+        r,
+    );
+}

@@ -1,0 +1,121 @@
+//! The overview: the node's counters, the oldest due row, tenants and
+//! active tenants, the daemon's status. One request per refresh, each of
+//! its numbers a point read or a bounded walk (never a fold).
+
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use super::{Next, Screen};
+use crate::data::{DaemonStatus, Overview, Request};
+use crate::fmt::{age, bytes, num};
+use crate::theme::{block, loading, Theme};
+
+pub fn requests() -> Vec<Request> {
+    vec![Request::Overview]
+}
+
+/// Enter: the oldest-due tenant, the one an operator looks at first.
+pub fn open(o: Option<&Overview>) -> Next {
+    match o.and_then(|o| o.oldest) {
+        Some(o) => Next::Push(Screen::Tenant { ord: o.ord }),
+        None => Next::Stay,
+    }
+}
+
+pub fn draw(
+    f: &mut Frame,
+    o: Option<&Overview>,
+    now: u64,
+    daemon: Option<DaemonStatus>,
+    notices: &[String],
+    theme: &Theme,
+    area: Rect,
+) {
+    let Some(o) = o else {
+        return loading(f, " Overview ".into(), theme, area);
+    };
+    let n = &o.node;
+    let oldest = match (&o.oldest, &o.oldest_name) {
+        (Some(d), name) => {
+            let a = d.age_ms(now);
+            format!(
+                "{}{} (tenant {}{})",
+                age(a),
+                if d.exact { "" } else { " (to the second)" },
+                name.as_deref().unwrap_or("?"),
+                if a == 0 { ", not yet due" } else { "" }
+            )
+        }
+        (None, _) => "nothing due".into(),
+    };
+    let daemon = match daemon {
+        Some(DaemonStatus::Running(pid)) => format!("running, pid {pid}"),
+        Some(DaemonStatus::NotRunning) => "not running".into(),
+        Some(DaemonStatus::NoneWeWrite) => {
+            "not running (this console holds the store for writing)".into()
+        }
+        None => "checking…".into(),
+    };
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            Span::styled(format!("  {k:<18}"), theme.fg(Color::Cyan)),
+            Span::raw(v),
+        ])
+    };
+    let mut lines = vec![
+        Line::from(""),
+        kv("pending", num(n.pending)),
+        kv("scheduled (retry)", num(n.scheduled)),
+        kv("inflight", num(n.inflight)),
+        kv("dead (DLQ)", num(n.dead)),
+        kv("bytes queued", bytes(n.bytes)),
+        kv("archive pending", num(n.archive_pending)),
+        Line::from(""),
+        kv("oldest due", oldest),
+        kv("tenants", num(i64::from(o.tenants))),
+        kv(
+            "active tenants",
+            if o.active_capped {
+                format!(
+                    "≥ {} (bounded count: the oldest {} due markers)",
+                    num(o.active as i64),
+                    num(crate::data::ACTIVE_BUDGET as i64)
+                )
+            } else {
+                num(o.active as i64)
+            },
+        ),
+        kv("daemon", daemon),
+    ];
+    if o.quarantined != 0 {
+        // Shown only when there is something to act on, and in the warning
+        // colour: each is an acknowledged hook the node cannot deliver.
+        lines.push(Line::from(vec![
+            Span::styled(format!("  {:<18}", "quarantined"), theme.fg(Color::Cyan)),
+            Span::styled(
+                format!(
+                    "{} rows that do not decode: ankusa store quarantine list; ankusa store repair",
+                    num(o.quarantined)
+                ),
+                theme.fg(Color::Yellow),
+            ),
+        ]));
+    }
+    for n in notices {
+        lines.push(Line::from(Span::styled(
+            format!("  {n}"),
+            theme.fg(Color::Yellow),
+        )));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(
+        "  Enter: the oldest-due tenant   2: tenants   3: heatmap   4: DLQ",
+    ));
+    f.render_widget(
+        Paragraph::new(lines).block(block(" Overview (node counters) ".into(), theme)),
+        area,
+    );
+}

@@ -1,0 +1,304 @@
+//! The tenants list: ordinal order by pages of the tenants family, name
+//! order under a prefix filter (a range scan of the names), or ranked by a
+//! counter. A ranking is one bounded scan taken when the operator picks the
+//! sort; refreshes then re-read only the visible rows' counters.
+
+use ankusa_store::counters::Field;
+use ankusa_store::tenants::TenantInfo;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::widgets::{Paragraph, Row, Table};
+use ratatui::Frame;
+
+use super::pages::Pages;
+use super::{Next, Screen, NAME_COL};
+use crate::data::{Request, TenantsAfter, TenantsData, TenantsQuery, RANK_LIMIT};
+use crate::fmt::{age, bytes, cut, num};
+use crate::theme::{block, loading, Theme};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TenantsState {
+    pub filter: String,
+    pub sort: Option<Field>,
+    /// Where the current page starts (an ordinal, or a name under a prefix
+    /// filter), and the pages before.
+    pub pages: Pages<TenantsAfter>,
+    pub page: Option<TenantsData>,
+    /// Counter order: the ranking (taken when the sort was picked) and the
+    /// page shown of it.
+    pub ranked: Option<(Field, Vec<TenantInfo>, u64)>,
+    pub rank_page: usize,
+    pub sel: usize,
+}
+
+/// The sort key `s` cycles through.
+const SORTS: [Option<Field>; 7] = [
+    None,
+    Some(Field::Pending),
+    Some(Field::Scheduled),
+    Some(Field::Inflight),
+    Some(Field::Dead),
+    Some(Field::Bytes),
+    Some(Field::ArchivePending),
+];
+
+impl TenantsState {
+    /// The ranked rows on the current page of `n` rows, filtered by name
+    /// prefix (the same rule as the unsorted list's range scan).
+    pub fn ranked_visible(&self, n: usize) -> Vec<&TenantInfo> {
+        let Some((_, rows, _)) = &self.ranked else {
+            return Vec::new();
+        };
+        let prefix = self.filter.as_str();
+        rows.iter()
+            .filter(|t| t.id.starts_with(prefix))
+            .skip(self.rank_page * n)
+            .take(n)
+            .collect()
+    }
+
+    /// The rows the screen shows, `n` to a page.
+    pub fn rows(&self, n: usize) -> Vec<&TenantInfo> {
+        if self.sort.is_some() {
+            return self.ranked_visible(n);
+        }
+        match &self.page {
+            Some(p) => p.rows.iter().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn requests(&self, n: usize) -> Vec<Request> {
+        match (self.sort, &self.ranked) {
+            (Some(f), Some((rf, _, _))) if *rf == f => {
+                let ords: Vec<u32> = self.ranked_visible(n).iter().map(|t| t.ord).collect();
+                if ords.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Request::CountersOf(ords)]
+                }
+            }
+            (Some(f), _) => vec![Request::Rank {
+                field: f,
+                limit: RANK_LIMIT,
+            }],
+            (None, _) => vec![Request::Tenants(TenantsQuery {
+                after: self.pages.at.clone(),
+                filter: self.filter.clone(),
+                limit: n,
+            })],
+        }
+    }
+
+    /// A page arrived; taken only if it answers the page shown now.
+    pub fn on_page(&mut self, p: TenantsData) -> bool {
+        if p.query.after == self.pages.at && p.query.filter == self.filter {
+            self.page = Some(p);
+            return true;
+        }
+        false
+    }
+
+    /// A ranking arrived; taken only if it is by the current sort.
+    pub fn on_ranked(
+        &mut self,
+        field: Field,
+        rows: Vec<TenantInfo>,
+        at: u64,
+        status: &mut String,
+    ) -> bool {
+        if self.sort == Some(field) {
+            status.clear();
+            self.ranked = Some((field, rows, at));
+            return true;
+        }
+        false
+    }
+
+    pub fn on_counters(&mut self, cs: Vec<(u32, ankusa_store::Counters)>) {
+        if let Some((_, rows, _)) = &mut self.ranked {
+            for (ord, c) in cs {
+                if let Some(t) = rows.iter_mut().find(|t| t.ord == ord) {
+                    t.counters = c;
+                }
+            }
+        }
+    }
+
+    /// The sort after the current one (`s`).
+    pub fn next_sort(&self) -> Option<Field> {
+        let i = SORTS.iter().position(|f| *f == self.sort).unwrap_or(0);
+        SORTS[(i + 1) % SORTS.len()]
+    }
+
+    pub fn set_sort(&mut self, f: Option<Field>, status: &mut String) {
+        self.sort = f;
+        self.ranked = None;
+        self.rank_page = 0;
+        self.sel = 0;
+        *status = match f {
+            Some(f) => format!("ranking the top {RANK_LIMIT} tenants by {}", f.name()),
+            None => "ordinal order".into(),
+        };
+    }
+
+    pub fn set_filter(&mut self, text: String) {
+        self.filter = text.trim().to_owned();
+        self.pages.reset();
+        self.page = None;
+        self.rank_page = 0;
+        self.sel = 0;
+    }
+
+    /// `g`: back to the first page; whether it moved.
+    pub fn first_page(&mut self) -> bool {
+        if self.sort.is_none() && self.pages.first() {
+            return true;
+        }
+        if self.rank_page > 0 {
+            self.rank_page = 0;
+            return true;
+        }
+        false
+    }
+
+    /// PgDn / PgUp over pages of `n` rows; whether the page changed.
+    pub fn page(&mut self, down: bool, n: usize, status: &mut String) -> bool {
+        if self.sort.is_some() {
+            let total = self.ranked.as_ref().map_or(0, |r| r.1.len());
+            if down && (self.rank_page + 1) * n < total {
+                self.rank_page += 1;
+            } else if !down && self.rank_page > 0 {
+                self.rank_page -= 1;
+            } else {
+                return false;
+            }
+            self.sel = 0;
+            return true;
+        }
+        if down {
+            let Some(p) = &self.page else {
+                return false;
+            };
+            let Some(next) = p.next.clone() else {
+                *status = "last page".into();
+                return false;
+            };
+            self.pages.forward(next);
+        } else if !self.pages.backward() {
+            return false;
+        }
+        self.sel = 0;
+        self.page = None;
+        true
+    }
+
+    /// Enter: the selected tenant's detail.
+    pub fn open(&self, n: usize) -> Next {
+        match self.rows(n).get(self.sel) {
+            Some(t) => Next::Push(Screen::Tenant { ord: t.ord }),
+            None => Next::Stay,
+        }
+    }
+}
+
+fn counter_cells(c: &ankusa_store::Counters) -> Vec<String> {
+    vec![
+        num(c.pending),
+        num(c.scheduled),
+        num(c.inflight),
+        num(c.dead),
+        bytes(c.bytes),
+        num(c.archive_pending),
+    ]
+}
+
+const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", "dead", "bytes", "archive"];
+
+pub fn draw(
+    f: &mut Frame,
+    t: &TenantsState,
+    rows: Vec<&TenantInfo>,
+    now: u64,
+    theme: &Theme,
+    area: Rect,
+) {
+    let order = match t.sort {
+        // A prefix filter is a range scan of the names: name order.
+        None if !t.filter.is_empty() => "name order".to_owned(),
+        None => "ordinal order".to_owned(),
+        Some(fl) => format!("by {} ↓", fl.name()),
+    };
+    let mut title = format!(" Tenants ({order}");
+    if !t.filter.is_empty() {
+        title.push_str(&format!(", name starts with {:?}", t.filter));
+    }
+    match (&t.sort, &t.page, &t.ranked) {
+        (None, Some(p), _) => {
+            title.push_str(&format!(", page {}", t.pages.number()));
+            if p.next.is_none() {
+                title.push_str(", last");
+            }
+            title.push_str(&format!(", {} tenants)", num(i64::from(p.total))));
+        }
+        (Some(_), _, Some((_, rows, at))) => {
+            title.push_str(&format!(
+                ", page {}, top {} ranked {} ago; r re-ranks)",
+                t.rank_page + 1,
+                rows.len(),
+                age(now.saturating_sub(*at))
+            ));
+        }
+        _ => title.push(')'),
+    }
+    if rows.is_empty() && t.page.is_none() && t.ranked.is_none() {
+        return loading(f, title, theme, area);
+    }
+    let sort_col = t
+        .sort
+        .map(|f| Field::ALL.iter().position(|x| *x == f).unwrap_or(0));
+    let mut head = vec!["ord".to_owned(), "tenant".to_owned()];
+    for (i, h) in COUNTER_TITLES.iter().enumerate() {
+        head.push(if Some(i) == sort_col {
+            format!("{h}↓")
+        } else {
+            (*h).to_owned()
+        });
+    }
+    let body: Vec<Row> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, ti)| {
+            let mut cells = vec![ti.ord.to_string(), cut(&ti.id, NAME_COL)];
+            cells.extend(counter_cells(&ti.counters));
+            let r = Row::new(cells);
+            if i == t.sel {
+                r.style(theme.selected())
+            } else {
+                r
+            }
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(6),
+        Constraint::Length(NAME_COL as u16),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+    ];
+    let empty = rows.is_empty();
+    let table = Table::new(body, widths)
+        .header(Row::new(head).style(theme.title()))
+        .block(block(title, theme));
+    f.render_widget(table, area);
+    if empty {
+        let inner = Rect {
+            y: area.y + 2,
+            height: 1,
+            ..area.inner(ratatui::layout::Margin::new(1, 0))
+        };
+        f.render_widget(Paragraph::new("  no tenants match"), inner);
+    }
+}

@@ -1,0 +1,12 @@
+//! The console's integration tests as one test binary: each test binary
+//! links RocksDB, and on two cores linking four of them was a large part of
+//! `make test`'s build. A module per area; `common` holds what they share
+//! (the fixture store at a fixed clock, the synchronous runner, the
+//! rendering and the `snap!` macro).
+
+#[macro_use]
+mod common;
+mod flows;
+mod migration;
+mod screens;
+mod state;
