@@ -16,3 +16,4 @@ mod daemon_ingest;
 mod demo;
 mod hostile;
 mod layers;
+mod store_faults;

@@ -51,7 +51,26 @@ impl Feed {
             oldest_name,
             format: s.format()?,
             quarantined: ankusa_store::quarantine::count(s)?,
+            store_fault: self.daemon_store_fault(),
         })
+    }
+
+    /// Asks the followed daemon whether its store refuses writes. A daemon
+    /// that does not answer is not a fault of the store: the daemon line of
+    /// the overview says whether it runs.
+    fn daemon_store_fault(&self) -> Option<ankusa_ops::model::StoreFault> {
+        use ankusa_ops::client::{Client, Probe};
+        if !matches!(self.mode, super::OpenMode::Follow { .. }) {
+            return None;
+        }
+        match Client::probe(&self.path, self.token.clone()) {
+            Ok(Probe::Daemon(c)) => c
+                .get::<ankusa_ops::model::Stats>(ankusa_ops::routes::STATS)
+                .ok()
+                .and_then(|s| s.daemon)
+                .and_then(|d| d.store_fault),
+            _ => None,
+        }
     }
 
     pub(super) fn tenants(&self, q: &TenantsQuery) -> Result<TenantsData, StoreError> {

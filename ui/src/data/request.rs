@@ -150,6 +150,9 @@ pub struct Overview {
     /// Rows moved to the quarantine because they did not decode (one
     /// counter read).
     pub quarantined: i64,
+    /// The daemon's store write fault, when following a daemon whose store
+    /// refuses writes (one stats request to its admin socket).
+    pub store_fault: Option<ankusa_ops::model::StoreFault>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

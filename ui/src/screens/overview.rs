@@ -90,6 +90,25 @@ pub fn draw(
         ),
         kv("daemon", daemon),
     ];
+    if let Some(fault) = &o.store_fault {
+        // First among the warnings: while it lasts the node refuses every
+        // hook, and a load balancer has taken it out.
+        lines.insert(
+            1,
+            Line::from(vec![
+                Span::styled(format!("  {:<18}", "STORE FAULT"), theme.fg(Color::Red)),
+                Span::styled(
+                    format!(
+                        "writes refused for {} ({} failed): {}; ingest answers 503 and /healthz is not ready until the daemon recovers it",
+                        age(now.saturating_sub(fault.since_ms)),
+                        num(i64::try_from(fault.failed_writes).unwrap_or(i64::MAX)),
+                        fault.error
+                    ),
+                    theme.fg(Color::Red),
+                ),
+            ]),
+        );
+    }
     if o.quarantined != 0 {
         // Shown only when there is something to act on, and in the warning
         // colour: each is an acknowledged hook the node cannot deliver.

@@ -316,3 +316,28 @@ fn the_overview_shows_quarantined_rows() {
     start(&mut app, &mut src);
     assert!(!render(&app).contains("quarantined"));
 }
+
+/// The daemon reports a store that refuses writes: the overview says so
+/// first, in red words an operator cannot miss, with how long and why; an
+/// overview without a fault has no such line.
+#[test]
+fn the_overview_shows_a_store_write_fault() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), false);
+    let mut app = app_for(&src, 160, 30);
+    start(&mut app, &mut src);
+    assert!(!render(&app).contains("STORE FAULT"));
+    let mut o = app.overview.clone().expect("an overview");
+    o.store_fault = Some(ankusa_ops::model::StoreFault {
+        since_ms: NOW - 42_000,
+        error: "IO error: While open a file for appending: 000012.log: Too many open files".into(),
+        failed_writes: 17,
+    });
+    app.update(Msg::Reply(Request::Overview, Ok(Reply::Overview(o))));
+    let screen = render(&app);
+    assert!(
+        screen.contains("STORE FAULT         writes refused for 42s (17 failed): IO error"),
+        "{screen}"
+    );
+}
