@@ -9,8 +9,9 @@
 //! # Design: two-level start-time fair queueing
 //!
 //! Every tenant carries a virtual-time tag; claiming a row advances it by the row's
-//! cost (bytes plus a fixed per-row overhead) divided by the tenant's weight, so bytes
-//! and requests are both accounted. Tenants are grouped (the daemon uses the source a
+//! cost divided by the tenant's weight. The cost is the row's dominant resource of the
+//! tick: its bytes, or its row slot's share of the byte budget, whichever is larger, so
+//! bytes and requests are both accounted. Tenants are grouped (the daemon uses the source a
 //! tenant's head row arrived on) and groups carry tags of their own: the scheduler
 //! first picks the group with the lowest tag, then the tenant with the lowest tag inside
 //! it. With one group this is plain SFQ over tenants; with several, a source that mints
@@ -137,7 +138,8 @@ pub struct Claim {
 /// Scheduler configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
-    /// Fixed cost charged per row on top of its bytes, so tiny rows are not free.
+    /// Smallest cost of a row, in bytes, so tiny rows are not free when the byte
+    /// budget is unlimited (and a row's slot share is then nothing).
     pub row_overhead_bytes: u64,
     /// Ceiling on remembered tenants (and, separately, on remembered groups).
     pub max_tenants: usize,
@@ -220,6 +222,10 @@ struct Entry {
     established_tick: u64,
     /// Tenant entries referring to this group (group entries).
     members: u64,
+    /// The floor this tenant was competing at when its next row did not fit the bytes
+    /// left, and the tick that happened (tenant entries; `skipped_tick` 0 is never).
+    skipped_floor: u64,
+    skipped_tick: u64,
     fl: Floorline,
 }
 
@@ -233,6 +239,8 @@ impl Entry {
             group,
             established_tick: 0,
             members: 0,
+            skipped_floor: 0,
+            skipped_tick: 0,
             fl: Floorline::default(),
         }
     }
@@ -322,17 +330,19 @@ impl Scheduler {
         self.stamp
     }
 
-    /// A row's cost is its dominant resource this tick: its bytes (plus the fixed
-    /// overhead), or its row slot's share of the byte budget, whichever is larger.
+    /// A row's cost is its dominant resource this tick: its bytes, or its row slot's
+    /// share of the byte budget, whichever is larger (and at least the floor).
     /// Charging bytes alone would let a tenant of tiny rows take every row slot while
-    /// a tenant of big rows waits for byte credit it can never catch up on.
+    /// a tenant of big rows waits for byte credit it can never catch up on. The floor
+    /// is not added to the bytes: an addend charges a 2 KiB row half as much again and
+    /// a 512 KiB row nothing more, which tilts a byte split towards large rows.
     fn row_cost(&self, size: u32, weight: u32, limits: Limits) -> u64 {
         let slot = if limits.bytes == u64::MAX || limits.rows == 0 {
             0
         } else {
             limits.bytes / u64::from(limits.rows)
         };
-        let bytes = (u64::from(size) + self.cfg.row_overhead_bytes).max(slot);
+        let bytes = u64::from(size).max(self.cfg.row_overhead_bytes).max(slot);
         bytes.saturating_mul(TAG_SCALE) / u64::from(weight.max(1))
     }
 
@@ -373,7 +383,11 @@ impl Scheduler {
             match self.tenants.map.get_mut(&h.tenant) {
                 Some(t) if t.group == h.group => {
                     t.seen = now;
-                    established = !t.fresh;
+                    // The guard for rule 3's other half: newcomers stack only to protect
+                    // tenants that could be served now. One at its cap or with nothing
+                    // ready takes nothing this tick, so a line built for it would only
+                    // serialise simultaneous newcomers behind each other.
+                    established = !t.fresh && servable(h, 0, now);
                 }
                 Some(_) => moved = true,
                 None => new_tenants.push(i),
@@ -443,7 +457,7 @@ impl Scheduler {
             let Some(g) = self.groups.map.get(&h.group) else {
                 continue;
             };
-            let key = (t.tag.max(g.fl.floor), t.stamp, i);
+            let key = (self.start_of(t, g), t.stamp, i);
             let slot = *slot_of.entry(h.group).or_insert_with(|| {
                 slots.push((h.group, BinaryHeap::new()));
                 slots.len() - 1
@@ -484,6 +498,7 @@ impl Scheduler {
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
             let fits = size <= bytes_left || (size > limits.bytes && rows_total == 0);
             if !fits {
+                self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
                 continue;
             }
@@ -504,7 +519,7 @@ impl Scheduler {
                 ) {
                     slots[slot]
                         .1
-                        .push(Reverse((t.tag.max(g.fl.floor), t.stamp, i)));
+                        .push(Reverse((self.start_of(t, g), t.stamp, i)));
                     self.work.heap_ops += 1;
                 }
             }
@@ -542,6 +557,32 @@ impl Scheduler {
         }
     }
 
+    /// Where a tenant starts its next claim: its tag, lifted to the floor it competes
+    /// at (see [`competing_floor`]).
+    fn start_of(&self, t: &Entry, g: &Entry) -> u64 {
+        t.tag.max(competing_floor(t, g.fl.floor, self.tick))
+    }
+
+    /// Rule 5's other half: a tenant whose next row did not fit the bytes left keeps,
+    /// for the next tick, the floor it was competing at now. It was backlogged and
+    /// owed that claim, and lifting it to the next tick's floor, which the other
+    /// tenants' claims raise past it, would write its lag off on every tick it is
+    /// skipped; a tenant of large rows is skipped on most. The floor kept is never
+    /// more than the skipped row's cost below the group's floor at the skip, so a
+    /// tenant skipped tick after tick cannot hoard credit.
+    fn skipped_for_bytes(&mut self, h: &TenantHead<'_>, size: u32, limits: Limits) {
+        let cost = self.row_cost(size, h.weight, limits);
+        let tick = self.tick;
+        let Some(g_floor) = self.groups.map.get(&h.group).map(|g| g.fl.floor) else {
+            return;
+        };
+        if let Some(t) = self.tenants.map.get_mut(&h.tenant) {
+            let at = competing_floor(t, g_floor, tick);
+            t.skipped_floor = at.max(g_floor.saturating_sub(cost));
+            t.skipped_tick = tick;
+        }
+    }
+
     /// Advance the tenant's and its group's tags for one claimed row.
     fn charge(&mut self, h: &TenantHead<'_>, size: u32, limits: Limits) {
         let tenant_cost = self.row_cost(size, h.weight, limits);
@@ -549,13 +590,14 @@ impl Scheduler {
         let t_stamp = self.next_stamp();
         let g_stamp = self.next_stamp();
         let root_floor = self.root.floor;
+        let tick = self.tick;
         let Some(g) = self.groups.map.get_mut(&h.group) else {
             return;
         };
         let Some(t) = self.tenants.map.get_mut(&h.tenant) else {
             return;
         };
-        let t_start = t.tag.max(g.fl.floor);
+        let t_start = t.tag.max(competing_floor(t, g.fl.floor, tick));
         t.tag = t_start.saturating_add(tenant_cost);
         t.stamp = t_stamp;
         if t.fresh {
@@ -689,6 +731,18 @@ impl Scheduler {
 type Key = Reverse<(u64, u64, usize)>;
 /// A group present this tick, with the heap of its servable tenants.
 type Slot = (u32, BinaryHeap<Key>);
+
+/// The floor a tenant competes at: its group's, or, on the tick it was skipped for
+/// bytes and the next, the lower floor it kept then ([`Scheduler::skipped_for_bytes`]).
+/// Every other tenant that becomes servable competes at the group's floor, which is
+/// what keeps an idle or unready tenant from hoarding credit.
+fn competing_floor(t: &Entry, group_floor: u64, tick: u64) -> u64 {
+    if t.skipped_tick != 0 && t.skipped_tick + 1 >= tick {
+        t.skipped_floor.min(group_floor)
+    } else {
+        group_floor
+    }
+}
 
 /// Whether the tenant can take its `k`-th head row now: the row exists, is due, and
 /// the tenant has room under its cap for one more.
