@@ -13,6 +13,7 @@ muts = [
  ("M3b capped counts as established", "established = !t.fresh && servable(h, 0, now);", "established = !t.fresh;", "rule3_a_capped_incumbent_does_not_line_up_simultaneous_newcomers"),
  ("M4a stamp tie-break", "let key = (self.start_of(t, g), t.stamp, i);", "let key = (self.start_of(t, g), u64::from(h.tenant), i);", "rule4_ties_break_by_waiting_order_not_tenant_id"),
  ("M4b oldest-first fallback", "let key = (self.start_of(t, g), t.stamp, i);", "let key = (h.rows[0].due_at, t.stamp, i);", "rule4_no_fallback_to_oldest_first"),
+ ("M4c back from backoff keeps its stamp", "back = can && !t.fresh && t.due_tick + 1 < tick;", "back = false;", "rule4_a_tenant_back_from_backoff_waits_behind_those_already_waiting"),
  ("M5a skip only the tenant", "            if !fits {\n                self.requeue_group(&mut groups, &slots, slot, gid);\n                continue;\n            }", "            if !fits {\n                break;\n            }", "rule5_work_conserving_past_rows_that_do_not_fit"),
  ("M5b oversize alone", "(size > limits.bytes && rows_total == 0)", "false", "rule5_work_conserving_past_rows_that_do_not_fit"),
  ("M5c skipped lag written off", "                self.skipped_for_bytes(h, row.size, limits);\n", "", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),

@@ -226,6 +226,8 @@ struct Entry {
     /// left, and the tick that happened (tenant entries; `skipped_tick` 0 is never).
     skipped_floor: u64,
     skipped_tick: u64,
+    /// The last tick this tenant was present with a row due (tenant entries).
+    due_tick: u64,
     fl: Floorline,
 }
 
@@ -241,6 +243,7 @@ impl Entry {
             members: 0,
             skipped_floor: 0,
             skipped_tick: 0,
+            due_tick: 0,
             fl: Floorline::default(),
         }
     }
@@ -380,6 +383,8 @@ impl Scheduler {
             }
             let mut moved = false;
             let mut established = false;
+            let mut back = false;
+            let can = servable(h, 0, now);
             match self.tenants.map.get_mut(&h.tenant) {
                 Some(t) if t.group == h.group => {
                     t.seen = now;
@@ -387,7 +392,12 @@ impl Scheduler {
                     // tenants that could be served now. One at its cap or with nothing
                     // ready takes nothing this tick, so a line built for it would only
                     // serialise simultaneous newcomers behind each other.
-                    established = !t.fresh && servable(h, 0, now);
+                    established = !t.fresh && can;
+                    let due = h.rows.first().is_some_and(|r| r.ready(now));
+                    back = can && !t.fresh && t.due_tick + 1 < tick;
+                    if due {
+                        t.due_tick = tick;
+                    }
                 }
                 Some(_) => moved = true,
                 None => new_tenants.push(i),
@@ -395,6 +405,19 @@ impl Scheduler {
             if established {
                 if let Some(g) = self.groups.map.get_mut(&h.group) {
                     g.established_tick = tick;
+                }
+            }
+            if back {
+                // Rule 4's waiting order counts only time with a row due. A tenant back
+                // from backoff or a drain had nothing due, so it was not waiting: it
+                // takes a fresh stamp and joins behind the tenants already waiting at
+                // its start tag. On its old stamp it jumped ahead of every one of them
+                // (retry_storm's worst share: 0.925 with the old stamp, 0.939 with
+                // this, round robin 0.942). A tenant at its cap had rows due all along
+                // and keeps its stamp.
+                let stamp = self.next_stamp();
+                if let Some(t) = self.tenants.map.get_mut(&h.tenant) {
+                    t.stamp = stamp;
                 }
             }
             if moved {

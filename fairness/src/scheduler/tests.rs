@@ -295,6 +295,28 @@ fn rule4_ties_break_by_waiting_order_not_tenant_id() {
     assert_eq!(claims[0].tenant, 50);
 }
 
+// Rule 4. Guard: the fresh stamp a tenant takes in `plan` when it comes back with a row
+// due after a tick with none. Waiting order counts time with a row due: tenant 3 sat in
+// backoff (its next row due at 10) while 1 and 2 kept claiming. At tick 10 it is back at
+// the floor, tied with tenant 2, which has been waiting there; on its old stamp (its last
+// claim, at tick 2) it would jump ahead of 2.
+#[test]
+fn rule4_a_tenant_back_from_backoff_waits_behind_those_already_waiting() {
+    let mut s = Scheduler::new(cfg());
+    let mut w = World::default();
+    w.add(1, 100, 0, 100);
+    w.add(2, 100, 0, 100);
+    w.add(3, 1, 0, 100);
+    w.add(3, 1, 10, 100);
+    let mut order = Vec::new();
+    for now in 0..12 {
+        let c = w.tick(&mut s, now, lim(1));
+        order.push(c.first().map_or(0, |c| c.tenant));
+    }
+    assert_eq!(order[..3], [1, 2, 3], "{order:?}");
+    assert_eq!(order[10..], [2, 3], "{order:?}");
+}
+
 // Rule 4. There is no second pass in due order: a tenant whose head is the oldest but
 // whose tag is ahead is not served before one that is owed, however short capacity is.
 // (Mutation checked: keying selection on the head's due time makes this fail.)
