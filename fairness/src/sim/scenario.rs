@@ -85,6 +85,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/large_rows_bytes.toml"),
     ),
     (
+        "large_rows_over_half.toml",
+        include_str!("../../scenarios/large_rows_over_half.toml"),
+    ),
+    (
         "capped_swarm.toml",
         include_str!("../../scenarios/capped_swarm.toml"),
     ),
