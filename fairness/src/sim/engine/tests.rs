@@ -312,6 +312,19 @@ fn metrics_of_a_never_served_role_are_undefined_not_perfect() {
     let r = run(&sc, &mut Ours::new(policies::sim_config()));
     assert!(metrics::role_served(&r, Some("light")));
     assert!(!metrics::compute(&r, &spec("wait_p95", Some("light"))).is_nan());
+
+    // A role of two where oldest-first serves the early one at once and never the late
+    // one: the served rows alone would read a perfect 0.
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 40\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"early\"\nrole = \"light\"\narrivals = [{{ at = 0, rows = 1 }}]\n\
+         [[tenants]]\nname = \"heavy\"\narrivals = [{{ at = 0, rows = 100 }}]\n\
+         [[tenants]]\nname = \"late\"\nrole = \"light\"\narrivals = [{{ every = 5, from = 1, rows = 1 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut OldestFirst);
+    assert_eq!((r.tenants[0].served, r.tenants[2].served), (1, 0));
+    let v = metrics::compute(&r, &spec("wait_p95", Some("light")));
+    assert!(v.is_nan(), "waits of a role with a starved member read {v}");
 }
 
 // The pass rule's yardstick: a scheduler that never served the role is not the best
@@ -323,9 +336,13 @@ fn the_best_alternative_is_chosen_among_schedulers_that_served_the_role() {
         "name = \"t\"\nmax_steps = 40\n[capacity]\nrows = 1\n\
          [[tenants]]\nname = \"heavy\"\narrivals = [{ at = 0, rows = 100 }]\n\
          [[tenants]]\nname = \"light\"\narrivals = [{ every = 5, from = 1, rows = 1 }]\n\
-         [primary]\nmetric = \"wait_p95\"\nrole = \"light\"\n",
+         [primary]\nmetric = \"window_error\"\nrole = \"light\"\nwindow = 10\nexpect = 0\n",
     );
+    // Not serving the role reads a perfect window_error of 0 here, which is exactly what
+    // must not set the bar.
     let rep = crate::sim::bench::run_scenario(&sc);
+    let oldest = rep.runs.iter().find(|r| r.policy == "oldest-first");
+    assert_eq!(oldest.map(|r| r.primary), Some(0.0));
     for run in &rep.runs {
         if run.policy.starts_with("oldest") {
             assert!(!run.role_served, "{}", run.policy);
