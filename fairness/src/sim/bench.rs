@@ -276,7 +276,7 @@ impl BenchReport {
             out,
             "Primary metric by scheduler (* = best alternative, ! = role never served, - = nothing to measure)"
         );
-        let _ = write!(out, "{:<18} {:<30}", "scenario", "metric");
+        let _ = write!(out, "{:<22} {:<30}", "scenario", "metric");
         for n in &names {
             let _ = write!(out, " {n:>17}");
         }
@@ -294,7 +294,7 @@ impl BenchReport {
                     if s.higher_is_better { "^" } else { "v" }
                 ),
             };
-            let _ = write!(out, "{:<18} {:<30}", s.name, label);
+            let _ = write!(out, "{:<22} {:<30}", s.name, label);
             for r in &s.runs {
                 let star = if r.policy == s.best_alternative {
                     "*"
