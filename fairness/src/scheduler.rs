@@ -30,6 +30,12 @@
 //! * **Unservable tenants are skipped, never spent.** They are filtered before
 //!   selection, so they consume neither the row limit nor the byte budget, and a row
 //!   that does not fit the remaining bytes skips only its tenant for this tick.
+//! * **A tenant skipped for bytes keeps its lag.** It was backlogged and owed that
+//!   claim, so on the next tick it competes at the floor it had when it was skipped,
+//!   not at the one the others' claims raised meanwhile (at most its skipped row's cost
+//!   lower than the group's floor then). Otherwise a tenant of large rows, skipped on
+//!   most ticks, would lose its lag on every one and get one row a tick whatever its
+//!   share.
 //! * **Tags outlive a drain.** A tenant that vanishes from the input keeps its entry;
 //!   when it comes back it resumes at `max(tag, floor)`, so draining and refilling
 //!   cannot reset it to the front of the order. Nothing needs to report a drain, so a
@@ -40,10 +46,13 @@
 //!   its first claim stacks one row-cost behind the previous one, so a stream of fresh
 //!   tenants behaves like one more tenant rather than an unbounded crowd that pins the
 //!   floor. A simultaneous burst with no one established stays level: there is no one
-//!   to protect and stacking would serialise them. The line has no cap to pile up on,
-//!   and it collapses back to the floor as soon as no newcomer is waiting.
-//! * **Ties break on a serial stamp**, taken at registration and at every claim: the
-//!   tenant that has waited longest goes first. Never the tenant id or name, and there
+//!   to protect and stacking would serialise them. Established means served before
+//!   and servable now; a tenant at its cap is not protected by a line it cannot use.
+//!   The line has no cap to pile up on, and it collapses back to the floor as soon as
+//!   no newcomer is waiting.
+//! * **Ties break on a serial stamp**, taken at registration, at every claim, and when
+//!   a tenant comes back with a row due after a tick with none: the tenant that has
+//!   waited longest with work due goes first. Never the tenant id or name, and there
 //!   is no second pass in due-time order.
 //! * **State is bounded.** Entries live in a hash map with an LRU sweep queue holding
 //!   exactly one slot per entry. Each tick sweeps a budget proportional to its input;
