@@ -446,8 +446,9 @@ async fn post_sized(c: &reqwest::Client, d: &Daemon, source: &str, n: usize, siz
 // backlogs are ingested with dispatch off, so both are backlogged from the first tick.
 // A 1 MiB tick with 1,024 row slots is the binding limit (256 small deliveries and one
 // large a tick, two ticks a second, well within what the loopback sink takes), so the
-// split is the scheduler's: 512 KiB to each a tick. Bytes are counted until the large
-// tenant's last delivery, while both still had work.
+// split is the scheduler's: 512 KiB to each a tick. A tick's 256 small deliveries go
+// out 256 at a time (`per_sink`), so they arrive with the large one rather than trailing
+// it. Bytes are counted until the large tenant's last delivery, while both had work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_and_small_bodies_get_equal_bytes() {
     const LARGE: usize = 20;
@@ -469,7 +470,7 @@ async fn large_and_small_bodies_get_equal_bytes() {
 
     let dispatch = "tick = \"500ms\"\nreclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
                     tick_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
-                    per_tenant = 4096\nmax_inflight = 8192";
+                    per_tenant = 4096\nmax_inflight = 8192\nper_sink = 256";
     write_config(dir.path(), &config_dispatching(dispatch, "", &sources));
     let d = Daemon::start(dir.path());
     wait_until(
