@@ -10,10 +10,14 @@ muts = [
  ("M1b skip unservable", "            if !servable(h, 0, now) {\n                continue;\n            }", "", "rule1_unready_or_capped_tenants_take_no_capacity_and_keep_their_place"),
  ("M2 keep debt", "if e.fresh || e.tag <= floor || forgiven {", "if e.fresh || true || forgiven {", "rule2_drained_tenant_returns_with_its_tag"),
  ("M3 line stacking", "let tag = if established && self.waiting > 0 {", "let tag = if false {", "rule3_fresh_tenants_neither_pin_the_floor_nor_starve_the_backlog"),
- ("M4a stamp tie-break", "let key = (t.tag.max(g.fl.floor), t.stamp, i);", "let key = (t.tag.max(g.fl.floor), u64::from(h.tenant), i);", "rule4_ties_break_by_waiting_order_not_tenant_id"),
- ("M4b oldest-first fallback", "let key = (t.tag.max(g.fl.floor), t.stamp, i);", "let key = (h.rows[0].due_at, t.stamp, i);", "rule4_no_fallback_to_oldest_first"),
- ("M5a skip only the tenant", "            if !fits {\n                self.requeue_group(&mut groups, &slots, slot, gid);\n                continue;\n            }", "            if !fits {\n                break;\n            }", "rule5_work_conserving_past_rows_that_do_not_fit"),
+ ("M3b capped counts as established", "established = !t.fresh && can;", "established = !t.fresh;", "rule3_a_capped_incumbent_does_not_line_up_simultaneous_newcomers"),
+ ("M4a stamp tie-break", "let key = (self.start_of(t, g), t.stamp, i);", "let key = (self.start_of(t, g), u64::from(h.tenant), i);", "rule4_ties_break_by_waiting_order_not_tenant_id"),
+ ("M4b oldest-first fallback", "let key = (self.start_of(t, g), t.stamp, i);", "let key = (h.rows[0].due_at, t.stamp, i);", "rule4_no_fallback_to_oldest_first"),
+ ("M4c back from backoff keeps its stamp", "back = can && !t.fresh && t.due_tick + 1 < tick;", "back = false;", "rule4_a_tenant_back_from_backoff_waits_behind_those_already_waiting"),
+ ("M5a skip only the tenant", "                self.skipped_for_bytes(h, row.size, limits);\n                self.requeue_group(&mut groups, &slots, slot, gid);\n                continue;", "                break;", "rule5_work_conserving_past_rows_that_do_not_fit"),
  ("M5b oversize alone", "(size > limits.bytes && rows_total == 0)", "false", "rule5_work_conserving_past_rows_that_do_not_fit"),
+ ("M5c skipped lag written off", "                self.skipped_for_bytes(h, row.size, limits);\n", "", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),
+ ("M5d kept floor ignored", "    if t.skipped_tick != 0 && t.skipped_tick + 1 >= tick {", "    if false {", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),
  ("M6a ceiling", "while self.tenants.map.len() > self.cfg.max_tenants {", "while false && self.tenants.map.len() > self.cfg.max_tenants {", "rule6_state_is_bounded_by_the_ceiling_and_the_sweep"),
  ("M6b sweep", "if e.fresh || e.tag <= floor || forgiven {", "if false {", "rule6_state_is_bounded_by_the_ceiling_and_the_sweep"),
  ("M7 sweep budget", "        while steps < budget {", "        while steps < usize::MAX {", "rule7_tick_cost_scales_with_tenants_due_now"),
@@ -26,8 +30,12 @@ try:
         if only and not any(o in name for o in only): continue
         assert orig.count(a) >= 1, name
         open(path,'w').write(orig.replace(a, b, 1))
-        r = subprocess.run(["cargo","test","-q","-p","ankusa-fairness","--lib","scheduler::tests::"+test,"--","--exact"],
-            cwd=root, env={**__import__('os').environ, "CARGO_TARGET_DIR":"/var/tmp/ankusa-fair-target"}, capture_output=True, text=True)
+        # Serialized with other builds on the machine, in the shared target dir.
+        # MUTATE_CARGO may name another wrapper (it gets cargo's arguments).
+        wrap = os.environ.get("MUTATE_CARGO")
+        cmd = [wrap] if wrap else ["flock","/tmp/ankusa-cargo.lock","cargo"]
+        r = subprocess.run(cmd+["test","-q","-p","ankusa-fairness","--lib","scheduler::tests::"+test,"--","--exact"],
+            cwd=root, env={**os.environ, "CARGO_TARGET_DIR":os.environ.get("CARGO_TARGET_DIR","/var/tmp/ankusa-target")}, capture_output=True, text=True)
         out = r.stdout + r.stderr
         status = "FAILS (guard detected)" if r.returncode != 0 else "PASSES (guard NOT detected)"
         if "error[" in out: status = "COMPILE ERROR"

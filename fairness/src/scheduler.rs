@@ -9,8 +9,9 @@
 //! # Design: two-level start-time fair queueing
 //!
 //! Every tenant carries a virtual-time tag; claiming a row advances it by the row's
-//! cost (bytes plus a fixed per-row overhead) divided by the tenant's weight, so bytes
-//! and requests are both accounted. Tenants are grouped (the daemon uses the source a
+//! cost divided by the tenant's weight. The cost is the row's dominant resource of the
+//! tick: its bytes, or its row slot's share of the byte budget, whichever is larger, so
+//! bytes and requests are both accounted. Tenants are grouped (the daemon uses the source a
 //! tenant's head row arrived on) and groups carry tags of their own: the scheduler
 //! first picks the group with the lowest tag, then the tenant with the lowest tag inside
 //! it. With one group this is plain SFQ over tenants; with several, a source that mints
@@ -29,6 +30,12 @@
 //! * **Unservable tenants are skipped, never spent.** They are filtered before
 //!   selection, so they consume neither the row limit nor the byte budget, and a row
 //!   that does not fit the remaining bytes skips only its tenant for this tick.
+//! * **A tenant skipped for bytes keeps its lag.** It was backlogged and owed that
+//!   claim, so on the next tick it competes at the floor it had when it was skipped,
+//!   not at the one the others' claims raised meanwhile (at most its skipped row's cost
+//!   lower than the group's floor then). Otherwise a tenant of large rows, skipped on
+//!   most ticks, would lose its lag on every one and get one row a tick whatever its
+//!   share.
 //! * **Tags outlive a drain.** A tenant that vanishes from the input keeps its entry;
 //!   when it comes back it resumes at `max(tag, floor)`, so draining and refilling
 //!   cannot reset it to the front of the order. Nothing needs to report a drain, so a
@@ -39,10 +46,13 @@
 //!   its first claim stacks one row-cost behind the previous one, so a stream of fresh
 //!   tenants behaves like one more tenant rather than an unbounded crowd that pins the
 //!   floor. A simultaneous burst with no one established stays level: there is no one
-//!   to protect and stacking would serialise them. The line has no cap to pile up on,
-//!   and it collapses back to the floor as soon as no newcomer is waiting.
-//! * **Ties break on a serial stamp**, taken at registration and at every claim: the
-//!   tenant that has waited longest goes first. Never the tenant id or name, and there
+//!   to protect and stacking would serialise them. Established means served before
+//!   and servable now; a tenant at its cap is not protected by a line it cannot use.
+//!   The line has no cap to pile up on, and it collapses back to the floor as soon as
+//!   no newcomer is waiting.
+//! * **Ties break on a serial stamp**, taken at registration, at every claim, and when
+//!   a tenant comes back with a row due after a tick with none: the tenant that has
+//!   waited longest with work due goes first. Never the tenant id or name, and there
 //!   is no second pass in due-time order.
 //! * **State is bounded.** Entries live in a hash map with an LRU sweep queue holding
 //!   exactly one slot per entry. Each tick sweeps a budget proportional to its input;
@@ -137,7 +147,8 @@ pub struct Claim {
 /// Scheduler configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
-    /// Fixed cost charged per row on top of its bytes, so tiny rows are not free.
+    /// Smallest cost of a row, in bytes, so tiny rows are not free when the byte
+    /// budget is unlimited (and a row's slot share is then nothing).
     pub row_overhead_bytes: u64,
     /// Ceiling on remembered tenants (and, separately, on remembered groups).
     pub max_tenants: usize,
@@ -220,6 +231,12 @@ struct Entry {
     established_tick: u64,
     /// Tenant entries referring to this group (group entries).
     members: u64,
+    /// The floor this tenant was competing at when its next row did not fit the bytes
+    /// left, and the tick that happened (tenant entries; `skipped_tick` 0 is never).
+    skipped_floor: u64,
+    skipped_tick: u64,
+    /// The last tick this tenant was present with a row due (tenant entries).
+    due_tick: u64,
     fl: Floorline,
 }
 
@@ -233,6 +250,9 @@ impl Entry {
             group,
             established_tick: 0,
             members: 0,
+            skipped_floor: 0,
+            skipped_tick: 0,
+            due_tick: 0,
             fl: Floorline::default(),
         }
     }
@@ -322,17 +342,19 @@ impl Scheduler {
         self.stamp
     }
 
-    /// A row's cost is its dominant resource this tick: its bytes (plus the fixed
-    /// overhead), or its row slot's share of the byte budget, whichever is larger.
+    /// A row's cost is its dominant resource this tick: its bytes, or its row slot's
+    /// share of the byte budget, whichever is larger (and at least the floor).
     /// Charging bytes alone would let a tenant of tiny rows take every row slot while
-    /// a tenant of big rows waits for byte credit it can never catch up on.
+    /// a tenant of big rows waits for byte credit it can never catch up on. The floor
+    /// is not added to the bytes: an addend charges a 2 KiB row half as much again and
+    /// a 512 KiB row nothing more, which tilts a byte split towards large rows.
     fn row_cost(&self, size: u32, weight: u32, limits: Limits) -> u64 {
         let slot = if limits.bytes == u64::MAX || limits.rows == 0 {
             0
         } else {
             limits.bytes / u64::from(limits.rows)
         };
-        let bytes = (u64::from(size) + self.cfg.row_overhead_bytes).max(slot);
+        let bytes = u64::from(size).max(self.cfg.row_overhead_bytes).max(slot);
         bytes.saturating_mul(TAG_SCALE) / u64::from(weight.max(1))
     }
 
@@ -370,10 +392,21 @@ impl Scheduler {
             }
             let mut moved = false;
             let mut established = false;
+            let mut back = false;
+            let can = servable(h, 0, now);
             match self.tenants.map.get_mut(&h.tenant) {
                 Some(t) if t.group == h.group => {
                     t.seen = now;
-                    established = !t.fresh;
+                    // The guard for rule 3's other half: newcomers stack only to protect
+                    // tenants that could be served now. One at its cap or with nothing
+                    // ready takes nothing this tick, so a line built for it would only
+                    // serialise simultaneous newcomers behind each other.
+                    established = !t.fresh && can;
+                    let due = h.rows.first().is_some_and(|r| r.ready(now));
+                    back = can && !t.fresh && t.due_tick + 1 < tick;
+                    if due {
+                        t.due_tick = tick;
+                    }
                 }
                 Some(_) => moved = true,
                 None => new_tenants.push(i),
@@ -381,6 +414,19 @@ impl Scheduler {
             if established {
                 if let Some(g) = self.groups.map.get_mut(&h.group) {
                     g.established_tick = tick;
+                }
+            }
+            if back {
+                // Rule 4's waiting order counts only time with a row due. A tenant back
+                // from backoff or a drain had nothing due, so it was not waiting: it
+                // takes a fresh stamp and joins behind the tenants already waiting at
+                // its start tag. On its old stamp it jumped ahead of every one of them
+                // (retry_storm's worst share: 0.925 with the old stamp, 0.939 with
+                // this, round robin 0.942). A tenant at its cap had rows due all along
+                // and keeps its stamp.
+                let stamp = self.next_stamp();
+                if let Some(t) = self.tenants.map.get_mut(&h.tenant) {
+                    t.stamp = stamp;
                 }
             }
             if moved {
@@ -443,7 +489,7 @@ impl Scheduler {
             let Some(g) = self.groups.map.get(&h.group) else {
                 continue;
             };
-            let key = (t.tag.max(g.fl.floor), t.stamp, i);
+            let key = (self.start_of(t, g), t.stamp, i);
             let slot = *slot_of.entry(h.group).or_insert_with(|| {
                 slots.push((h.group, BinaryHeap::new()));
                 slots.len() - 1
@@ -484,6 +530,7 @@ impl Scheduler {
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
             let fits = size <= bytes_left || (size > limits.bytes && rows_total == 0);
             if !fits {
+                self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
                 continue;
             }
@@ -504,7 +551,7 @@ impl Scheduler {
                 ) {
                     slots[slot]
                         .1
-                        .push(Reverse((t.tag.max(g.fl.floor), t.stamp, i)));
+                        .push(Reverse((self.start_of(t, g), t.stamp, i)));
                     self.work.heap_ops += 1;
                 }
             }
@@ -542,6 +589,32 @@ impl Scheduler {
         }
     }
 
+    /// Where a tenant starts its next claim: its tag, lifted to the floor it competes
+    /// at (see [`competing_floor`]).
+    fn start_of(&self, t: &Entry, g: &Entry) -> u64 {
+        t.tag.max(competing_floor(t, g.fl.floor, self.tick))
+    }
+
+    /// Rule 5's other half: a tenant whose next row did not fit the bytes left keeps,
+    /// for the next tick, the floor it was competing at now. It was backlogged and
+    /// owed that claim, and lifting it to the next tick's floor, which the other
+    /// tenants' claims raise past it, would write its lag off on every tick it is
+    /// skipped; a tenant of large rows is skipped on most. The floor kept is never
+    /// more than the skipped row's cost below the group's floor at the skip, so a
+    /// tenant skipped tick after tick cannot hoard credit.
+    fn skipped_for_bytes(&mut self, h: &TenantHead<'_>, size: u32, limits: Limits) {
+        let cost = self.row_cost(size, h.weight, limits);
+        let tick = self.tick;
+        let Some(g_floor) = self.groups.map.get(&h.group).map(|g| g.fl.floor) else {
+            return;
+        };
+        if let Some(t) = self.tenants.map.get_mut(&h.tenant) {
+            let at = competing_floor(t, g_floor, tick);
+            t.skipped_floor = at.max(g_floor.saturating_sub(cost));
+            t.skipped_tick = tick;
+        }
+    }
+
     /// Advance the tenant's and its group's tags for one claimed row.
     fn charge(&mut self, h: &TenantHead<'_>, size: u32, limits: Limits) {
         let tenant_cost = self.row_cost(size, h.weight, limits);
@@ -549,13 +622,14 @@ impl Scheduler {
         let t_stamp = self.next_stamp();
         let g_stamp = self.next_stamp();
         let root_floor = self.root.floor;
+        let tick = self.tick;
         let Some(g) = self.groups.map.get_mut(&h.group) else {
             return;
         };
         let Some(t) = self.tenants.map.get_mut(&h.tenant) else {
             return;
         };
-        let t_start = t.tag.max(g.fl.floor);
+        let t_start = t.tag.max(competing_floor(t, g.fl.floor, tick));
         t.tag = t_start.saturating_add(tenant_cost);
         t.stamp = t_stamp;
         if t.fresh {
@@ -689,6 +763,18 @@ impl Scheduler {
 type Key = Reverse<(u64, u64, usize)>;
 /// A group present this tick, with the heap of its servable tenants.
 type Slot = (u32, BinaryHeap<Key>);
+
+/// The floor a tenant competes at: its group's, or, on the tick it was skipped for
+/// bytes and the next, the lower floor it kept then ([`Scheduler::skipped_for_bytes`]).
+/// Every other tenant that becomes servable competes at the group's floor, which is
+/// what keeps an idle or unready tenant from hoarding credit.
+fn competing_floor(t: &Entry, group_floor: u64, tick: u64) -> u64 {
+    if t.skipped_tick != 0 && t.skipped_tick + 1 >= tick {
+        t.skipped_floor.min(group_floor)
+    } else {
+        group_floor
+    }
+}
 
 /// Whether the tenant can take its `k`-th head row now: the row exists, is due, and
 /// the tenant has room under its cap for one more.

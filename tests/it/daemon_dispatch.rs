@@ -9,6 +9,9 @@
 //! - `a_light_tenant_is_served_during_a_flood`: one tenant floods 10,000
 //!   hooks, then a light tenant posts 10; the light tenant's first delivery
 //!   comes within a bounded number of ticks, long before the flood drains.
+//! - `large_and_small_bodies_get_equal_bytes`: one tenant's 512 KiB bodies and
+//!   another's 2 KiB bodies, both backlogged against one sink under a 1 MiB
+//!   tick: while both have work, each gets within 10% of half the bytes.
 //! - `sigkill_during_delivery_loses_nothing`: killed with deliveries in
 //!   flight, restarted: every acknowledged hook reaches the sink at least
 //!   once (or is dead), nothing stays owed, `store check` passes.
@@ -38,6 +41,8 @@ struct Hit {
     tenant: String,
     at: Instant,
     status: u16,
+    /// Body length as received.
+    bytes: usize,
 }
 
 #[derive(Clone, Default)]
@@ -107,6 +112,7 @@ async fn sink_handler(
         tenant: header(&headers, "ankusa-tenant"),
         at: Instant::now(),
         status,
+        bytes: body.len(),
     });
     tokio::time::sleep(delay).await;
     if status / 100 == 2 {
@@ -405,6 +411,115 @@ async fn a_light_tenant_is_served_during_a_flood() {
     );
     // Speed the sink up and let everything drain.
     sink.hold_ms.store(0, std::sync::atomic::Ordering::Relaxed);
+    let _ = d.stop();
+}
+
+/// Posts `n` bodies of exactly `size` bytes to `source`, 16 at a time.
+async fn post_sized(c: &reqwest::Client, d: &Daemon, source: &str, n: usize, size: usize) {
+    let url = d.url(source);
+    let mut workers = Vec::new();
+    for w in 0..16 {
+        let (c, url) = (c.clone(), url.clone());
+        workers.push(tokio::spawn(async move {
+            for i in (w..n).step_by(16) {
+                let head = format!("{{\"i\":{i},\"p\":\"");
+                let pad = size - head.len() - 2;
+                let body = format!("{head}{}\"}}", "x".repeat(pad));
+                assert_eq!(body.len(), size);
+                let r = c
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 202);
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+}
+
+// Issue 15: the scheduler is fair in bytes, not rows, when rows are large. Both
+// backlogs are ingested with dispatch off, so both are backlogged from the first tick.
+// A 1 MiB tick with 1,024 row slots is the binding limit (256 small deliveries and one
+// large a tick, two ticks a second, well within what the loopback sink takes), so the
+// split is the scheduler's: 512 KiB to each a tick. A tick's 256 small deliveries go
+// out 256 at a time (`per_sink`), so they arrive with the large one rather than trailing
+// it. Bytes are counted until the large tenant's last delivery, while both had work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_and_small_bodies_get_equal_bytes() {
+    const LARGE: usize = 20;
+    const LARGE_SIZE: usize = 512 * 1024;
+    const SMALL_SIZE: usize = 2 * 1024;
+    // One tick and a half more than the large tenant's share, so it drains first.
+    const SMALL: usize = LARGE * 256 + 384;
+    let sink = Sink::default();
+    let base = start_sink(sink.clone()).await;
+    let sources = source("large", "large", &format!("{base}/ok"), RETRY)
+        + &source("small", "small", &format!("{base}/ok"), RETRY);
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &common::config_with("", &sources));
+    let d = Daemon::start(dir.path());
+    let c = client();
+    post_sized(&c, &d, "large", LARGE, LARGE_SIZE).await;
+    post_sized(&c, &d, "small", SMALL, SMALL_SIZE).await;
+    assert!(d.stop().success());
+
+    let dispatch = "tick = \"500ms\"\nreclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
+                    tick_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
+                    per_tenant = 4096\nmax_inflight = 8192\nper_sink = 256";
+    write_config(dir.path(), &config_dispatching(dispatch, "", &sources));
+    let d = Daemon::start(dir.path());
+    wait_until(
+        "the large tenant's deliveries",
+        Duration::from_secs(120),
+        || {
+            let n = sink.hits().iter().filter(|h| h.tenant == "large").count();
+            async move { n >= LARGE }
+        },
+    )
+    .await;
+    let hits = sink.hits();
+    let cut = hits
+        .iter()
+        .filter(|h| h.tenant == "large")
+        .map(|h| h.at)
+        .max()
+        .unwrap();
+    let bytes = |tenant: &str| -> usize {
+        hits.iter()
+            .filter(|h| h.tenant == tenant && h.at <= cut && h.status / 100 == 2)
+            .map(|h| h.bytes)
+            .sum()
+    };
+    let (large, small) = (bytes("large"), bytes("small"));
+    let small_left = SMALL
+        - hits
+            .iter()
+            .filter(|h| h.tenant == "small" && h.at <= cut)
+            .count();
+    eprintln!(
+        "byte split e2e: large {large} bytes ({} rows), small {small} bytes ({} rows), \
+         {:.3} of the total to large; small rows still owed at the cut: {small_left}",
+        large / LARGE_SIZE,
+        small / SMALL_SIZE,
+        large as f64 / (large + small) as f64
+    );
+    assert!(
+        small_left > 0,
+        "the small tenant drained first; no window with both"
+    );
+    let mean = (large + small) as f64 / 2.0;
+    for (who, b) in [("large", large), ("small", small)] {
+        assert!(
+            (b as f64 - mean).abs() <= 0.10 * mean,
+            "{who} got {b} bytes of {} while both were backlogged",
+            large + small
+        );
+    }
     let _ = d.stop();
 }
 

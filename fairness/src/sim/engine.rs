@@ -36,6 +36,11 @@ pub struct SimTenant {
     pub served: u64,
     /// Fair share accumulated step by step (rows).
     pub fair: f64,
+    /// Bytes claimed (every attempt counts).
+    pub served_bytes: u64,
+    /// Fair byte share accumulated step by step: the fluid dominant-resource split of
+    /// the step's rows and bytes (see [`drf_fill`]).
+    pub fair_bytes: f64,
     /// Step its first row became due.
     pub first_due: Option<u64>,
     /// First-serve delays of its episodes: (returning?, delay). None when never served.
@@ -89,8 +94,9 @@ pub struct RunResult {
     pub invalid: Vec<String>,
     /// Count of illegal claims.
     pub invalid_count: u64,
-    /// Exactly-once held: no row claimed while not queued, none acked twice, and on a
-    /// drained run every row ended acked or dead.
+    /// Exactly-once held: no row claimed while not queued, none acked twice, and at
+    /// the end of the run (drained or not) every row acked once, dead, queued once or
+    /// in flight once.
     pub exactly_once: bool,
     /// Scheduler state size at the end.
     pub state_end: usize,
@@ -146,6 +152,8 @@ impl<'a> Sim<'a> {
             inflight: 0,
             served: 0,
             fair: 0.0,
+            served_bytes: 0,
+            fair_bytes: 0.0,
             first_due: None,
             episodes: Vec::new(),
             episode_open: None,
@@ -273,6 +281,40 @@ impl<'a> Sim<'a> {
                 tn.episode_open = None;
             }
         }
+    }
+}
+
+impl Sim<'_> {
+    /// Exactly-once at the end of a run, drained or not: every row made is in exactly
+    /// one place, and that place agrees with its state. Acked once, or dead (never
+    /// acked), and then in no queue and not in flight; or still queued, in its
+    /// tenant's queue once and not in flight; or in flight once and in no queue.
+    fn accounted_once(&self) -> bool {
+        let mut queued = vec![0u32; self.rows.len()];
+        for (t, tn) in self.tenants.iter().enumerate() {
+            for &id in &tn.ids {
+                match queued.get_mut(id as usize) {
+                    Some(n) if self.rows[id as usize].tenant as usize == t => *n += 1,
+                    _ => return false,
+                }
+            }
+        }
+        let mut flying = vec![0u32; self.rows.len()];
+        for Reverse((_, id)) in self.inflight.iter() {
+            match flying.get_mut(*id as usize) {
+                Some(n) => *n += 1,
+                None => return false,
+            }
+        }
+        self.rows.iter().enumerate().all(|(id, r)| {
+            let (q, f) = (queued[id], flying[id]);
+            match r.state {
+                RowState::Acked => r.acks == 1 && q == 0 && f == 0,
+                RowState::Dead => r.acks == 0 && q == 0 && f == 0,
+                RowState::Queued => r.acks == 0 && q == 1 && f == 0,
+                RowState::Inflight => r.acks == 0 && q == 0 && f == 1,
+            }
+        })
     }
 }
 
@@ -419,6 +461,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
             sim.tenants[t as usize].queue.make_contiguous();
         }
         // Per-step fair allocation (weighted max-min) of the rows this step could take.
+        let mut byte_demands: Vec<Demand> = Vec::new();
         let demands: Vec<(u32, f64, f64)> = order
             .iter()
             .filter_map(|&t| {
@@ -427,12 +470,35 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                 let room = tn
                     .cap
                     .map_or(u64::MAX, |c| u64::from(c.saturating_sub(tn.inflight)));
-                let d = ready.min(room);
-                (d > 0).then_some((t, d as f64, f64::from(tn.weight)))
+                let d = ready.min(room).min(u64::from(limits.rows));
+                if d == 0 {
+                    return None;
+                }
+                let bytes: u64 = tn
+                    .queue
+                    .iter()
+                    .take(d as usize)
+                    .map(|r| u64::from(r.size))
+                    .sum();
+                byte_demands.push(Demand {
+                    tenant: t,
+                    rows: d as f64,
+                    bytes: bytes as f64,
+                    weight: f64::from(tn.weight),
+                });
+                Some((t, d as f64, f64::from(tn.weight)))
             })
             .collect();
         for (t, share) in water_fill(&demands, f64::from(limits.rows)) {
             sim.tenants[t as usize].fair += share;
+        }
+        let byte_cap = if limits.bytes == u64::MAX {
+            f64::INFINITY
+        } else {
+            limits.bytes as f64
+        };
+        for (t, bytes) in drf_fill(&byte_demands, f64::from(limits.rows), byte_cap) {
+            sim.tenants[t as usize].fair_bytes += bytes;
         }
         // The same split between roles, each role one class: the yardstick when fresh
         // tenants arrive faster than they can be served, where per-tenant max-min has
@@ -487,13 +553,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
     }
 
     let role_fair: Vec<(String, f64)> = role_names.into_iter().zip(role_fair).collect();
-    let drained = drain_step.is_some();
-    let mut exactly_once = sim.exactly_once;
-    for r in &sim.rows {
-        if r.acks > 1 || (drained && !matches!(r.state, RowState::Acked | RowState::Dead)) {
-            exactly_once = false;
-        }
-    }
+    let exactly_once = sim.exactly_once && sim.accounted_once();
 
     RunResult {
         policy: policy.name().to_string(),
@@ -580,6 +640,7 @@ fn apply(
             };
             tn.inflight += 1;
             tn.served += 1;
+            tn.served_bytes += u64::from(row.size);
             if let Some(ep) = tn.episodes.last_mut() {
                 if ep.1.is_none() {
                     let start = tn.episode_open.unwrap_or(row.due_at);
@@ -626,6 +687,83 @@ fn claimable_left(
             && tn.cap.is_none_or(|c| tn.inflight < c)
             && (size <= bytes_left || (size > limits.bytes && rows_used == 0))
     })
+}
+
+/// One tenant's claimable work in a step, for [`drf_fill`].
+#[derive(Debug, Clone, Copy)]
+pub struct Demand {
+    /// Tenant ordinal.
+    pub tenant: u32,
+    /// Rows it could claim this step.
+    pub rows: f64,
+    /// Bytes of those rows.
+    pub bytes: f64,
+    /// Its weight.
+    pub weight: f64,
+}
+
+/// The fluid reference for bytes: a weighted dominant-resource (DRF) split of a step's
+/// two resources, `rows` row slots and `bytes` of budget, among `demands`. Each
+/// tenant's rows cost it `1/rows` of the slots and `size/bytes` of the budget; its
+/// dominant share is the larger. Progressive filling raises every unsaturated tenant's
+/// dominant share (over its weight) together until its demand is met or either resource
+/// runs out, rows taken as divisible. Returns each tenant's fair bytes.
+///
+/// This is the yardstick for byte-share metrics. When the budget is what tenants
+/// contend for, it is a max-min split of bytes; when one tenant's rows are small and
+/// slots run out first, it does not ask big rows to wait for byte parity that leaving
+/// the budget idle would be the only way to reach.
+pub fn drf_fill(demands: &[Demand], rows: f64, bytes: f64) -> Vec<(u32, f64)> {
+    let mut out = Vec::with_capacity(demands.len());
+    if demands.is_empty() || rows <= 0.0 || bytes <= 0.0 {
+        return out;
+    }
+    // Per tenant: bytes per row, dominant share per row, and the level at which its
+    // demand is met.
+    let per: Vec<(f64, f64, f64)> = demands
+        .iter()
+        .map(|d| {
+            let b = if d.rows > 0.0 { d.bytes / d.rows } else { 0.0 };
+            let delta = (b / bytes).max(1.0 / rows);
+            (b, delta, d.rows * delta / d.weight.max(1e-9))
+        })
+        .collect();
+    let mut idx: Vec<usize> = (0..demands.len()).collect();
+    idx.sort_by(|&a, &b| per[a].2.total_cmp(&per[b].2));
+    let (mut sat_rows, mut sat_bytes) = (0.0, 0.0);
+    let (mut act_rows, mut act_bytes) = (0.0, 0.0);
+    for (i, d) in demands.iter().enumerate() {
+        act_rows += d.weight / per[i].1;
+        act_bytes += d.weight * per[i].0 / per[i].1;
+    }
+    for (k, &i) in idx.iter().enumerate() {
+        let level = per[i].2;
+        let fits = sat_rows + level * act_rows <= rows + 1e-9
+            && sat_bytes + level * act_bytes <= bytes * (1.0 + 1e-12);
+        if fits {
+            out.push((demands[i].tenant, demands[i].bytes));
+            sat_rows += demands[i].rows;
+            sat_bytes += demands[i].bytes;
+            act_rows -= demands[i].weight / per[i].1;
+            act_bytes -= demands[i].weight * per[i].0 / per[i].1;
+            continue;
+        }
+        // A resource runs out before this tenant's demand is met: everyone left stops
+        // at the level where it does.
+        let by_rows = (rows - sat_rows) / act_rows;
+        let by_bytes = if act_bytes > 0.0 {
+            (bytes - sat_bytes) / act_bytes
+        } else {
+            f64::INFINITY
+        };
+        let s = by_rows.min(by_bytes).max(0.0);
+        for &j in &idx[k..] {
+            let x = s * demands[j].weight / per[j].1;
+            out.push((demands[j].tenant, x * per[j].0));
+        }
+        break;
+    }
+    out
 }
 
 /// Weighted max-min fair split of `capacity` among `(tenant, demand, weight)`.

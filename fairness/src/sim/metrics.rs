@@ -35,6 +35,9 @@ pub enum Metric {
     /// Served / fair share of a role taken as one class (max-min between roles); the
     /// smallest over roles when no role is named.
     ClassShare,
+    /// Jain's index of bytes served / fair bytes (the dominant-resource fluid split of
+    /// each step's rows and byte budget) over every tenant that had work.
+    ByteJain,
 }
 
 impl Metric {
@@ -53,6 +56,7 @@ impl Metric {
         "jain",
         "drain_step",
         "class_share",
+        "byte_jain",
     ];
 
     /// Parse a metric name.
@@ -71,6 +75,7 @@ impl Metric {
             "jain" => Metric::Jain,
             "drain_step" => Metric::DrainStep,
             "class_share" => Metric::ClassShare,
+            "byte_jain" => Metric::ByteJain,
             _ => return None,
         })
     }
@@ -84,6 +89,7 @@ impl Metric {
                 | Metric::Jain
                 | Metric::WindowServes
                 | Metric::ClassShare
+                | Metric::ByteJain
         )
     }
 
@@ -94,6 +100,9 @@ impl Metric {
 }
 
 /// The standard metrics of one run, as reported in the table and the JSON.
+///
+/// A value with nothing to measure (no served row, no returning episode) is NaN, which
+/// serializes as null and fails every comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     /// Wait percentiles and maximum over every served row, in steps.
@@ -112,6 +121,8 @@ pub struct Summary {
     pub never_served: u64,
     /// Jain's index of served/fair, zero-served tenants included.
     pub jain: f64,
+    /// Jain's index of bytes served / fair bytes.
+    pub byte_jain: f64,
     /// Smallest served/fair over tenants with at least one row of fair share.
     pub worst_share: f64,
     /// Step at which everything was done; null when the run hit `max_steps`.
@@ -132,7 +143,7 @@ pub struct Summary {
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
-        return 0.0;
+        return f64::NAN;
     }
     // Nearest rank, so a value is always one that was observed.
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
@@ -163,13 +174,36 @@ pub fn jain(xs: &[f64]) -> f64 {
     s * s / (n * s2)
 }
 
-/// Compute one metric of a run.
+/// Whether the role (every tenant when `role` is `None`) was served at all: the guard
+/// every primary metric is paired with, so a scheduler that starves the role cannot
+/// read well on a metric that only looks at what was served.
+pub fn role_served(r: &RunResult, role: Option<&str>) -> bool {
+    r.claims.iter().any(|(_, t, _)| in_role(r, role, *t))
+}
+
+/// Largest of `xs`, NaN when there is none.
+fn max_or_nan(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.fold(f64::NAN, |acc, x| if acc.is_nan() { x } else { acc.max(x) })
+}
+
+/// Compute one metric of a run. A metric with nothing to measure is NaN.
 pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
     let Some(m) = Metric::parse(&spec.metric) else {
         return f64::NAN;
     };
     let role = spec.role.as_deref();
+    // Waits are taken over served rows, so a tenant of the role that had work and was
+    // never served would vanish from them and make them look better; then there is no
+    // honest value, and the waits are NaN.
     let waits = || {
+        let starved = r
+            .tenants
+            .iter()
+            .filter(|t| role.is_none_or(|role| t.role == role))
+            .any(|t| t.had_work() && t.served == 0 && t.first_due.is_some_and(|d| d < r.steps));
+        if starved {
+            return Vec::new();
+        }
         let mut w: Vec<u64> = r
             .claims
             .iter()
@@ -184,16 +218,19 @@ pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
         Metric::WaitP50 => percentile(&waits(), 50.0),
         Metric::WaitP95 => percentile(&waits(), 95.0),
         Metric::WaitP99 => percentile(&waits(), 99.0),
-        Metric::WaitMax => waits().last().map_or(0.0, |w| *w as f64),
+        Metric::WaitMax => waits().last().map_or(f64::NAN, |w| *w as f64),
+        // An episode that never got its first claim counts as the whole run and more;
+        // no episode at all (a tenant that never returned) is nothing to measure.
         Metric::FirstServeMax | Metric::ReturnServeMax => {
             let returning = m == Metric::ReturnServeMax;
-            r.tenants
-                .iter()
-                .filter(|t| role.is_none_or(|role| t.role == role))
-                .flat_map(|t| t.episodes.iter())
-                .filter(|(ret, _)| *ret == returning)
-                .map(|(_, d)| d.map_or(never, |d| d as f64))
-                .fold(0.0, f64::max)
+            max_or_nan(
+                r.tenants
+                    .iter()
+                    .filter(|t| role.is_none_or(|role| t.role == role))
+                    .flat_map(|t| t.episodes.iter())
+                    .filter(|(ret, _)| *ret == returning)
+                    .map(|(_, d)| d.map_or(never, |d| d as f64)),
+            )
         }
         // No tenant with a row's worth of fair share: the metric says nothing (NaN fails
         // every comparison, so a vacuous target cannot pass).
@@ -248,6 +285,7 @@ pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
                 .collect();
             jain(&xs)
         }
+        Metric::ByteJain => byte_jain(r, role),
         Metric::DrainStep => r.drain_step.map_or(never, |d| d as f64),
         Metric::ClassShare => r
             .role_fair
@@ -262,6 +300,21 @@ pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
                 served / fair
             })
             .fold(f64::NAN, f64::min),
+    }
+}
+
+fn byte_jain(r: &RunResult, role: Option<&str>) -> f64 {
+    let xs: Vec<f64> = r
+        .tenants
+        .iter()
+        .filter(|t| role.is_none_or(|role| t.role == role))
+        .filter(|t| t.had_work() && t.fair_bytes > 0.0)
+        .map(|t| t.served_bytes as f64 / t.fair_bytes)
+        .collect();
+    if xs.is_empty() {
+        f64::NAN
+    } else {
+        jain(&xs)
     }
 }
 
@@ -292,11 +345,12 @@ pub fn summarize(r: &RunResult) -> Summary {
         wait_p50: percentile(&w, 50.0),
         wait_p95: percentile(&w, 95.0),
         wait_p99: percentile(&w, 99.0),
-        wait_max: w.last().map_or(0.0, |x| *x as f64),
+        wait_max: w.last().map_or(f64::NAN, |x| *x as f64),
         first_serve_new: first_new,
         first_serve_returning: first_ret,
         never_served,
         jain: jain(&xs),
+        byte_jain: byte_jain(r, None),
         worst_share: {
             let v = ratios(r, None).into_iter().fold(f64::INFINITY, f64::min);
             if v.is_finite() {

@@ -76,6 +76,26 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/weighted.toml"),
     ),
     ("sources.toml", include_str!("../../scenarios/sources.toml")),
+    (
+        "large_rows.toml",
+        include_str!("../../scenarios/large_rows.toml"),
+    ),
+    (
+        "large_rows_bytes.toml",
+        include_str!("../../scenarios/large_rows_bytes.toml"),
+    ),
+    (
+        "large_rows_over_half.toml",
+        include_str!("../../scenarios/large_rows_over_half.toml"),
+    ),
+    (
+        "capped_swarm.toml",
+        include_str!("../../scenarios/capped_swarm.toml"),
+    ),
+    (
+        "returning.toml",
+        include_str!("../../scenarios/returning.toml"),
+    ),
 ];
 
 /// A parsed, validated scenario.
