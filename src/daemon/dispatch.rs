@@ -967,4 +967,48 @@ mod tests {
             "a tenant whose cleanup failed is visited again"
         );
     }
+
+    #[test]
+    fn rows_nobody_delivers_go_back_to_due_and_rows_in_delivery_never_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::create_or_open(&dir.path().join("s")).unwrap());
+        let settings = super::super::config::Settings::parse(
+            "[store]\npath = \"s\"\n[[sources]]\nid = \"s\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n",
+            std::path::Path::new("ankusa.toml"),
+            dir.path(),
+        )
+        .unwrap();
+        let now = 1_800_000_000_000;
+        due_at(&store, 1, 7, now - 5_000);
+        let metrics = Arc::new(Metrics::default());
+        let clock = crate::daemon::clock::FakeClock::at(now);
+        let d = Dispatcher::new(store.clone(), clock, &settings, metrics.clone()).unwrap();
+        let (_, rows) = d.claim().unwrap();
+        assert_eq!(rows.len(), 1);
+        // Its delivery ends without its outcome recorded (as spawn_delivery
+        // does it): the row is inflight in the store and nobody delivers it.
+        d.inflight.done(&rows[0]);
+        metrics.dispatch.unrecorded.fetch_add(1, Ordering::SeqCst);
+        let (_, again) = d.claim().unwrap();
+        assert_eq!(again.len(), 1, "the stranded row is due again and claimed");
+        assert_eq!(
+            metrics.dispatch.stranded_released.load(Ordering::Relaxed),
+            1
+        );
+        // A reopen asks for a sweep too, and the row now in delivery is
+        // left to its delivery.
+        store.reopen(Duration::from_secs(5)).unwrap();
+        let (_, third) = d.claim().unwrap();
+        assert!(third.is_empty(), "the row in delivery was taken from it");
+        assert_eq!(
+            metrics.dispatch.stranded_released.load(Ordering::Relaxed),
+            1
+        );
+        assert_eq!(
+            ankusa_store::queries::node_counters(&store)
+                .unwrap()
+                .inflight,
+            1
+        );
+    }
 }

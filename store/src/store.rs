@@ -784,6 +784,43 @@ mod tests {
     }
 
     #[test]
+    fn a_reopen_in_place_keeps_every_write_and_waits_for_operations_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(dir.path()).unwrap();
+        let mut b = Batch::new();
+        b.put(Family::Meta, b"m:test".to_vec(), b"1".to_vec());
+        store.commit(b, true).unwrap();
+        assert_eq!(store.generation(), 0);
+
+        // An operation in progress holds the handle: the reopen gives up
+        // after its wait and leaves the store usable.
+        let held = store.db().unwrap();
+        assert!(matches!(
+            store.reopen(Duration::from_millis(50)),
+            Err(StoreError::Busy(_))
+        ));
+        assert_eq!(
+            store.get(Family::Meta, b"m:test").unwrap(),
+            Some(b"1".to_vec())
+        );
+        drop(held);
+
+        store.reopen(Duration::from_secs(5)).unwrap();
+        assert_eq!(store.generation(), 1);
+        assert_eq!(
+            store.get(Family::Meta, b"m:test").unwrap(),
+            Some(b"1".to_vec())
+        );
+        store.probe_write().unwrap();
+        assert_eq!(
+            store.get(Family::Meta, meta::PROBE).unwrap(),
+            None,
+            "the probe leaves nothing"
+        );
+        assert!(store.write_fault().is_none());
+    }
+
+    #[test]
     fn an_iterator_error_surfaces_as_an_error_not_a_short_result() {
         let items: Vec<_> = (0u8..10).map(|i| (vec![i], vec![])).collect();
         let mut seen = 0;

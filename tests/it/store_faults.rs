@@ -258,15 +258,14 @@ async fn out_of_descriptors_the_node_refuses_honestly_and_recovers_by_itself() {
     let faulted_at = Instant::now();
     assert_faulted(&refused, &mut probe);
     // The recovery loop reopens the store, which gives back the store's
-    // own descriptors before it takes them again: it may well recover
-    // while the limit is still low. Asked on the kept connection.
+    // own descriptors before it takes them again: it may be ready again
+    // for a while with the limit still low, until its next new file fails
+    // (so the node goes in and out of the balancer; nothing is lost either
+    // way). Asked on the kept connection.
     let mut ready_low = None;
     while faulted_at.elapsed() < Duration::from_secs(10) {
         if probe.send(&get("/healthz")).0 == 200 {
             ready_low = Some(faulted_at.elapsed());
-            let (st, _, body) = poster.send(&post("t1", b"{}"));
-            assert_eq!(st, 202, "{body}");
-            acked.push(id_of(&body).unwrap());
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

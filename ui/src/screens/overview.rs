@@ -99,7 +99,7 @@ pub fn draw(
                 Span::styled(format!("  {:<18}", "STORE FAULT"), theme.fg(Color::Red)),
                 Span::styled(
                     format!(
-                        "writes refused for {} ({} failed): {}; ingest answers 503 and /healthz is not ready until the daemon recovers it",
+                        "writes refused for {} ({} failed; ingest answers 503 until the daemon recovers it): {}",
                         age(now.saturating_sub(fault.since_ms)),
                         num(i64::try_from(fault.failed_writes).unwrap_or(i64::MAX)),
                         fault.error

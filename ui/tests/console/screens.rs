@@ -337,7 +337,9 @@ fn the_overview_shows_a_store_write_fault() {
     app.update(Msg::Reply(Request::Overview, Ok(Reply::Overview(o))));
     let screen = render(&app);
     assert!(
-        screen.contains("STORE FAULT         writes refused for 42s (17 failed): IO error"),
+        screen.contains(
+            "STORE FAULT       writes refused for 42s (17 failed; ingest answers 503 until the daemon recovers it): IO error"
+        ),
         "{screen}"
     );
 }
