@@ -203,6 +203,10 @@ impl Drop for InProgress {
 type Handled = Result<(Outcome, HookId, String), (Outcome, Option<String>)>;
 
 async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
+    let framings = req.extensions().get::<super::listener::HeadWatch>();
+    if framings.is_some_and(|w| w.both_framings()) {
+        return Err((Outcome::HeaderAmbiguous, None));
+    }
     let admitted = admit(app, source_id, req.headers()).map_err(|o| (o, None))?;
     let tenant = Some(admitted.tenant.clone());
     let refuse = |o: Outcome| (o, tenant.clone());
@@ -262,9 +266,9 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
 
 /// Headers whose second copy would make the request mean two things: which
 /// token, which key, which signature. (Framing headers never get here
-/// twice: the HTTP layer refuses two different `Content-Length`s and drops
-/// `Content-Length` beside `Transfer-Encoding`, closing the connection after
-/// the answer; see docs/delivery.md.)
+/// twice: the HTTP layer refuses two different `Content-Length`s, and drops
+/// `Content-Length` beside `Transfer-Encoding`, which [`handle`] learns from
+/// the connection's [`super::listener::HeadWatch`] instead.)
 const SINGLE: [&str; 5] = [
     "authorization",
     "idempotency-key",

@@ -21,6 +21,11 @@
 //! - An accept error never stops the loop. Out of descriptors (`EMFILE`,
 //!   `ENFILE`) or buffers, the loop waits [`ACCEPT_BACKOFF`] rather than
 //!   spin; the connections in the kernel's backlog wait for it.
+//! - Each request can learn from its connection ([`HeadWatch`]) whether its
+//!   head carried both `Content-Length` and `Transfer-Encoding`: the HTTP
+//!   layer drops the first before a handler runs, and such a request is
+//!   refused rather than read one way when a proxy in front may have read it
+//!   the other.
 //! - On stop: no new connection is accepted, every open one finishes the
 //!   request it is in and is closed, and [`serve`] returns when the last
 //!   one has.
@@ -167,9 +172,15 @@ pub async fn serve<L: Accept>(
         let metrics = metrics.clone();
         let mut stopping = stop.clone();
         conns.spawn(async move {
+            let watch = HeadWatch::default();
+            let io = Watched {
+                io,
+                watch: watch.clone(),
+            };
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let mut req = req.map(Body::new);
                 req.extensions_mut().insert(ConnectInfo(peer.clone()));
+                req.extensions_mut().insert(watch.clone());
                 let app = app.clone();
                 async move { Ok::<_, Infallible>(app.oneshot(req).await.unwrap_never()) }
             });
@@ -214,6 +225,121 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(mut io: S, bytes: &[u8]) {
     let _ = io.shutdown().await;
     let mut sink = [0u8; 4096];
     while matches!(io.read(&mut sink).await, Ok(n) if n > 0) {}
+}
+
+/// Longest request head [`HeadWatch`] looks at; past it, the HTTP layer
+/// refuses the head anyway (431).
+const HEAD_WATCH_MAX: usize = 64 * 1024;
+
+/// What a connection's reader saw of the request head it is answering.
+/// Bytes read since the last answer was written begin the next head (HTTP/1.1
+/// without pipelining); a pipelined head is not looked at.
+#[derive(Clone, Default)]
+pub struct HeadWatch(Arc<std::sync::Mutex<HeadState>>);
+
+#[derive(Default)]
+struct HeadState {
+    buf: Vec<u8>,
+    done: bool,
+    both_framings: bool,
+}
+
+impl HeadWatch {
+    /// Whether the head of the request being answered had both
+    /// `Content-Length` and `Transfer-Encoding`.
+    pub fn both_framings(&self) -> bool {
+        self.0.lock().map(|s| s.both_framings).unwrap_or(false)
+    }
+
+    fn read(&self, bytes: &[u8]) {
+        let Ok(mut s) = self.0.lock() else { return };
+        if s.done || bytes.is_empty() {
+            return;
+        }
+        let room = HEAD_WATCH_MAX.saturating_sub(s.buf.len());
+        s.buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        let Some(end) = s.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if s.buf.len() >= HEAD_WATCH_MAX {
+                s.done = true;
+            }
+            return;
+        };
+        let (mut cl, mut te) = (false, false);
+        for line in s.buf[..end].split(|&b| b == b'\n').skip(1) {
+            let name = line.split(|&b| b == b':').next().unwrap_or_default();
+            let name = name.trim_ascii();
+            cl |= name.eq_ignore_ascii_case(b"content-length");
+            te |= name.eq_ignore_ascii_case(b"transfer-encoding");
+        }
+        s.both_framings = cl && te;
+        s.done = true;
+        s.buf = Vec::new();
+    }
+
+    fn answered(&self) {
+        if let Ok(mut s) = self.0.lock() {
+            *s = HeadState::default();
+        }
+    }
+}
+
+/// A connection whose reads feed its [`HeadWatch`] and whose writes (the
+/// answer) start the next head.
+struct Watched<S> {
+    io: S,
+    watch: HeadWatch,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let me = &mut *self;
+        let polled = std::pin::Pin::new(&mut me.io).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = polled {
+            me.watch.read(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let me = &mut *self;
+        me.watch.answered();
+        std::pin::Pin::new(&mut me.io).poll_write(cx, data)
+    }
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let me = &mut *self;
+        me.watch.answered();
+        std::pin::Pin::new(&mut me.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// `Result<T, Infallible>` is always `Ok`.

@@ -157,7 +157,7 @@ impl Outcome {
             Outcome::HeaderAmbiguous => {
                 "a header that must appear once appears more than once (Authorization, the \
                  tenant header, Idempotency-Key, webhook-id, webhook-timestamp, \
-                 webhook-signature)"
+                 webhook-signature), or Content-Length comes with Transfer-Encoding"
             }
             Outcome::BodyTooLarge => "the body is larger than this source accepts",
             Outcome::BodyTimeout => "the body did not arrive in time",

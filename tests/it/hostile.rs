@@ -386,6 +386,23 @@ async fn ingest_requests_that_could_mean_something_else_are_refused_and_store_no
             400,
             Some("header_ambiguous"),
         ),
+        // The request-smuggling shape, in both orders.
+        case(
+            "Content-Length then Transfer-Encoding",
+            b"POST /v1/sources/shop/hooks HTTP/1.1\r\nhost: x\r\nauthorization: Bearer shop-token-123\r\n\
+              x-tenant: acme\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                .to_vec(),
+            400,
+            Some("header_ambiguous"),
+        ),
+        case(
+            "Transfer-Encoding then Content-Length",
+            b"POST /v1/sources/shop/hooks HTTP/1.1\r\nhost: x\r\nauthorization: Bearer shop-token-123\r\n\
+              x-tenant: acme\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                .to_vec(),
+            400,
+            Some("header_ambiguous"),
+        ),
     ];
     // What the HTTP layer refuses before our code runs: bare answers, and
     // each documented in docs/delivery.md.
@@ -434,15 +451,23 @@ async fn ingest_requests_that_could_mean_something_else_are_refused_and_store_no
     let n = run(&d.base, &cases);
     eprintln!("ingest: {n} hostile requests refused as documented");
 
-    // The daemon still serves, and the real thing is accepted.
+    // The daemon still serves, and the real thing is accepted: with a
+    // length, and chunked alone (a chunked body is not refused; only both
+    // framings at once are).
     let ok = raw(&d.base, &good(""));
     assert_eq!(ok.status, 202, "{ok:?}");
+    let chunked = raw(
+        &d.base,
+        b"POST /v1/sources/shop/hooks HTTP/1.1\r\nhost: x\r\nauthorization: Bearer shop-token-123\r\n\
+          x-tenant: acme\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    );
+    assert_eq!(chunked.status, 202, "{chunked:?}");
     assert!(d.stop().success());
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     assert_eq!(
         queries::node_counters(&s).unwrap().pending,
-        1,
-        "only the good hook was stored"
+        2,
+        "only the two good hooks were stored"
     );
     assert_eq!(tenants::allocated(&s).unwrap(), 1, "only `acme`");
 }
