@@ -347,3 +347,43 @@ fn migrated_dead_rows_keep_their_history_and_are_found_by_their_last_attempt() {
     assert_eq!(dead, rep.dead);
     assert!(kept > 0 && noted > 0, "kept {kept}, noted {noted}");
 }
+
+/// A format 2 hook whose tenant id reads like another (`tenant-000001`
+/// with a zero-width space) is not filed under any tenant, nor under
+/// `default`: its rows are quarantined and counted in the report.
+#[test]
+fn a_look_alike_tenant_id_is_quarantined_not_filed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let rep = v2_fixture(&path, 5, 200);
+    let seq = 7u64;
+    {
+        let db = crate::common::raw_open(&path);
+        let hooks = db.cf_handle("hooks").unwrap();
+        let key = ankusa_store::keys::hook_key(seq);
+        let mut env =
+            ankusa_store::Envelope::decode(&db.get_cf(hooks, &key).unwrap().unwrap()).unwrap();
+        env.tenant = format!("{}\u{200B}", env.tenant);
+        db.put_cf(hooks, &key, env.encode()).unwrap();
+    }
+    migrate_all(&path, 64);
+    let store = Store::open(&path).unwrap();
+    let (rows, _) = ankusa_store::quarantine::page(&store, None, 1000).unwrap();
+    let mine: Vec<_> = rows
+        .iter()
+        .filter(|r| ankusa_store::quarantine::delivery_of(&r.key).map(|d| d.0) == Some(seq))
+        .collect();
+    assert!(
+        !mine.is_empty(),
+        "the look-alike hook's rows are quarantined"
+    );
+    for r in &mine {
+        assert!(r.reason.contains("invalid tenant id"), "{}", r.reason);
+    }
+    assert!(
+        ankusa_store::quarantine::count(&store).unwrap() > rep.quarantined as i64,
+        "and counted beyond the fixture's own"
+    );
+    let report = check::run(&store, |_, _| {}).unwrap();
+    assert!(report.ok(), "{:#?}", report.mismatches);
+}
