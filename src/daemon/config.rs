@@ -126,31 +126,19 @@ pub struct Config {
 
 /// `[dispatch]`: the tick loop, its concurrency bounds and the reclaim task.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct DispatchSection {
-    #[serde(default = "yes")]
     pub enabled: bool,
-    #[serde(default = "default_tick")]
     pub tick: Dur<1, 60_000>,
-    #[serde(default = "default_max_inflight")]
     pub max_inflight: Int<1, 100_000>,
-    #[serde(default = "default_per_tenant")]
     pub per_tenant: Int<1, 100_000>,
-    #[serde(default = "default_per_sink")]
     pub per_sink: Int<1, 100_000>,
-    #[serde(default = "default_tick_rows")]
     pub tick_rows: Int<1, 100_000>,
-    #[serde(default = "default_tick_bytes")]
     pub tick_bytes: Int<1024, { 1024 * MIB }>,
-    #[serde(default = "default_scan_tenants")]
     pub scan_tenants: Int<1, 1_000_000>,
-    #[serde(default = "default_scan_rows")]
     pub scan_rows: Int<1, 10_000>,
-    #[serde(default = "default_drain_timeout")]
     pub drain_timeout: Dur<0, 3_600_000>,
-    #[serde(default = "default_reclaim_interval")]
     pub reclaim_interval: Dur<10, 3_600_000>,
-    #[serde(default = "default_reclaim_batch")]
     pub reclaim_batch: Int<1, 100_000>,
 }
 
@@ -158,17 +146,39 @@ impl Default for DispatchSection {
     fn default() -> Self {
         Self {
             enabled: true,
-            tick: default_tick(),
-            max_inflight: default_max_inflight(),
-            per_tenant: default_per_tenant(),
-            per_sink: default_per_sink(),
-            tick_rows: default_tick_rows(),
-            tick_bytes: default_tick_bytes(),
-            scan_tenants: default_scan_tenants(),
-            scan_rows: default_scan_rows(),
-            drain_timeout: default_drain_timeout(),
-            reclaim_interval: default_reclaim_interval(),
-            reclaim_batch: default_reclaim_batch(),
+            tick: Dur(Duration::from_millis(100)),
+            max_inflight: Int(256),
+            per_tenant: Int(32),
+            per_sink: Int(64),
+            tick_rows: Int(256),
+            tick_bytes: Int(16 * MIB),
+            scan_tenants: Int(1024),
+            scan_rows: Int(64),
+            drain_timeout: Dur(Duration::from_secs(10)),
+            reclaim_interval: Dur(Duration::from_secs(1)),
+            reclaim_batch: Int(1000),
+        }
+    }
+}
+
+impl DispatchSection {
+    /// The checked settings: the one conversion, used for a config file and
+    /// for [`crate::daemon::dispatch::DispatchSettings::default`] alike.
+    pub fn settings(&self) -> crate::daemon::dispatch::DispatchSettings {
+        let d = self;
+        crate::daemon::dispatch::DispatchSettings {
+            enabled: d.enabled,
+            tick: d.tick.0,
+            max_inflight: to_usize(d.max_inflight.0),
+            per_tenant: u32::try_from(d.per_tenant.0).unwrap_or(u32::MAX),
+            per_sink: to_usize(d.per_sink.0),
+            tick_rows: u32::try_from(d.tick_rows.0).unwrap_or(u32::MAX),
+            tick_bytes: d.tick_bytes.0,
+            scan_tenants: to_usize(d.scan_tenants.0),
+            scan_rows: to_usize(d.scan_rows.0),
+            drain_timeout: d.drain_timeout.0,
+            reclaim_interval: d.reclaim_interval.0,
+            reclaim_batch: to_usize(d.reclaim_batch.0),
         }
     }
 }
@@ -176,43 +186,35 @@ impl Default for DispatchSection {
 /// `[archive]`: off by default. When on, every accepted hook is also
 /// appended to rolling gzip files of JSON lines in `dir`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct ArchiveSection {
-    #[serde(default)]
     pub enabled: bool,
     /// Archive directory; relative paths are relative to the config file.
     pub dir: Option<PathBuf>,
     /// Roll to a new file once the current one holds this many (compressed)
     /// bytes.
-    #[serde(default = "default_archive_max_file_bytes")]
     pub max_file_bytes: Int<4096, { 64 * 1024 * MIB }>,
     /// Roll to a new file once the current one is this old.
-    #[serde(default = "default_archive_max_file_age")]
     pub max_file_age: Dur<1_000, { 7 * 86_400_000 }>,
     /// How often the archiver looks for unsettled obligations.
-    #[serde(default = "default_archive_interval")]
     pub interval: Dur<10, 3_600_000>,
     /// Hooks appended (and settled) per synced write.
-    #[serde(default = "default_archive_batch")]
     pub batch: Int<1, 100_000>,
 }
 
 /// `[admin]`: the admin API's listeners and who may call it.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct AdminSection {
     /// Serve the admin API on `admin.sock` in the store directory.
-    #[serde(default = "yes")]
     pub socket: bool,
     /// A caller on the socket without a token is an admin named by its OS
     /// user (the socket is mode 0600: only the daemon's user and root can
     /// connect).
-    #[serde(default = "yes")]
     pub local_admin: bool,
     /// Also serve it on TCP (tokens required there).
-    #[serde(default, deserialize_with = "de_opt_addr")]
+    #[serde(deserialize_with = "de_opt_addr")]
     pub listen: Option<SocketAddr>,
-    #[serde(default)]
     pub tokens: Vec<Spanned<AdminTokenConfig>>,
 }
 
@@ -320,104 +322,88 @@ pub struct StoreSection {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct HttpSection {
-    #[serde(default = "default_listen", deserialize_with = "de_addr")]
+    #[serde(deserialize_with = "de_addr")]
     pub listen: SocketAddr,
-    #[serde(default = "default_max_body")]
     pub max_body: Int<1, { 64 * MIB }>,
-    #[serde(default = "default_body_timeout")]
     pub body_timeout: Dur<100, 600_000>,
-    #[serde(default = "default_max_requests")]
     pub max_requests: Int<1, 1_000_000>,
     /// Connections the ingest listener serves at once; past it, `503
     /// connections_full`. Counted against the open-file limit at boot.
-    #[serde(default = "default_max_connections")]
     pub max_connections: Int<1, 1_000_000>,
     /// A request head must arrive within this (also the idle keep-alive
     /// limit); applies to the admin listeners too.
-    #[serde(default = "default_header_timeout")]
     pub header_timeout: Dur<100, 600_000>,
-    #[serde(default = "default_shutdown_timeout")]
     pub shutdown_timeout: Dur<1_000, 3_600_000>,
-    #[serde(default = "yes")]
     pub metrics: bool,
 }
 
 impl Default for HttpSection {
     fn default() -> Self {
         Self {
-            listen: default_listen(),
-            max_body: default_max_body(),
-            body_timeout: default_body_timeout(),
-            max_requests: default_max_requests(),
-            max_connections: default_max_connections(),
-            header_timeout: default_header_timeout(),
-            shutdown_timeout: default_shutdown_timeout(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body: Int(MIB),
+            body_timeout: Dur(Duration::from_secs(30)),
+            max_requests: Int(1024),
+            max_connections: Int(1024),
+            header_timeout: Dur(Duration::from_secs(10)),
+            shutdown_timeout: Dur(Duration::from_secs(30)),
             metrics: true,
         }
     }
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct WriterSection {
-    #[serde(default = "default_queue")]
     pub queue: Int<1, 1_000_000>,
-    #[serde(default = "default_queue_bytes")]
     pub queue_bytes: Int<{ MIB }, { 16 * 1024 * MIB }>,
-    #[serde(default = "default_max_batch")]
     pub max_batch: Int<1, 65_536>,
-    #[serde(default = "default_max_batch_bytes")]
     pub max_batch_bytes: Int<1024, { 256 * MIB }>,
-    #[serde(default = "default_linger")]
     pub linger: Dur<0, 100>,
 }
 
 impl Default for WriterSection {
     fn default() -> Self {
         Self {
-            queue: default_queue(),
-            queue_bytes: default_queue_bytes(),
-            max_batch: default_max_batch(),
-            max_batch_bytes: default_max_batch_bytes(),
-            linger: default_linger(),
+            queue: Int(4096),
+            queue_bytes: Int(256 * MIB),
+            max_batch: Int(1024),
+            max_batch_bytes: Int(8 * MIB),
+            linger: Dur(Duration::from_millis(1)),
         }
     }
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct IngestSection {
-    #[serde(default = "default_dedupe_ttl")]
     pub dedupe_ttl: Dur<1_000, { 30 * 86_400_000 }>,
-    #[serde(default = "default_sweep_interval")]
     pub dedupe_sweep_interval: Dur<100, 3_600_000>,
-    #[serde(default = "default_sweep_batch")]
     pub dedupe_sweep_batch: Int<1, 100_000>,
 }
 
 impl Default for IngestSection {
     fn default() -> Self {
         Self {
-            dedupe_ttl: default_dedupe_ttl(),
-            dedupe_sweep_interval: default_sweep_interval(),
-            dedupe_sweep_batch: default_sweep_batch(),
+            dedupe_ttl: Dur(Duration::from_secs(86_400)),
+            dedupe_sweep_interval: Dur(Duration::from_secs(10)),
+            dedupe_sweep_batch: Int(1000),
         }
     }
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct TenantsSection {
-    #[serde(default = "default_tenants_max")]
     pub max: Int<1, { u32::MAX as u64 - 1 }>,
 }
 
 impl Default for TenantsSection {
     fn default() -> Self {
         Self {
-            max: default_tenants_max(),
+            max: Int(u64::from(ankusa_store::tenants::DEFAULT_MAX)),
         }
     }
 }
@@ -467,57 +453,6 @@ pub struct SinkConfig {
     pub signing_key: Option<Vec<u8>>,
 }
 
-fn yes() -> bool {
-    true
-}
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8080))
-}
-fn default_max_body() -> Int<1, { 64 * MIB }> {
-    Int(MIB)
-}
-fn default_body_timeout() -> Dur<100, 600_000> {
-    Dur(Duration::from_secs(30))
-}
-fn default_max_requests() -> Int<1, 1_000_000> {
-    Int(1024)
-}
-fn default_max_connections() -> Int<1, 1_000_000> {
-    Int(1024)
-}
-fn default_header_timeout() -> Dur<100, 600_000> {
-    Dur(Duration::from_secs(10))
-}
-fn default_shutdown_timeout() -> Dur<1_000, 3_600_000> {
-    Dur(Duration::from_secs(30))
-}
-fn default_queue() -> Int<1, 1_000_000> {
-    Int(4096)
-}
-fn default_queue_bytes() -> Int<{ MIB }, { 16 * 1024 * MIB }> {
-    Int(256 * MIB)
-}
-fn default_max_batch() -> Int<1, 65_536> {
-    Int(1024)
-}
-fn default_max_batch_bytes() -> Int<1024, { 256 * MIB }> {
-    Int(8 * MIB)
-}
-fn default_linger() -> Dur<0, 100> {
-    Dur(Duration::from_millis(1))
-}
-fn default_dedupe_ttl() -> Dur<1_000, { 30 * 86_400_000 }> {
-    Dur(Duration::from_secs(86_400))
-}
-fn default_sweep_interval() -> Dur<100, 3_600_000> {
-    Dur(Duration::from_secs(10))
-}
-fn default_sweep_batch() -> Int<1, 100_000> {
-    Int(1000)
-}
-fn default_tenants_max() -> Int<1, { u32::MAX as u64 - 1 }> {
-    Int(u64::from(ankusa_store::tenants::DEFAULT_MAX))
-}
 fn default_tolerance() -> Dur<1_000, 3_600_000> {
     Dur(Duration::from_secs(300))
 }
@@ -536,64 +471,18 @@ fn default_backoff_max() -> Dur<1_000, { 7 * 86_400_000 }> {
 fn default_retry_after_max() -> Dur<0, { 7 * 86_400_000 }> {
     Dur(Duration::from_secs(3600))
 }
-fn default_tick() -> Dur<1, 60_000> {
-    Dur(Duration::from_millis(100))
-}
-fn default_max_inflight() -> Int<1, 100_000> {
-    Int(256)
-}
-fn default_per_tenant() -> Int<1, 100_000> {
-    Int(32)
-}
-fn default_per_sink() -> Int<1, 100_000> {
-    Int(64)
-}
-fn default_tick_rows() -> Int<1, 100_000> {
-    Int(256)
-}
-fn default_tick_bytes() -> Int<1024, { 1024 * MIB }> {
-    Int(16 * MIB)
-}
-fn default_scan_tenants() -> Int<1, 1_000_000> {
-    Int(1024)
-}
-fn default_scan_rows() -> Int<1, 10_000> {
-    Int(64)
-}
-fn default_drain_timeout() -> Dur<0, 3_600_000> {
-    Dur(Duration::from_secs(10))
-}
-fn default_reclaim_interval() -> Dur<10, 3_600_000> {
-    Dur(Duration::from_secs(1))
-}
-fn default_reclaim_batch() -> Int<1, 100_000> {
-    Int(1000)
-}
 
 impl Default for ArchiveSection {
     fn default() -> Self {
         Self {
             enabled: false,
             dir: None,
-            max_file_bytes: default_archive_max_file_bytes(),
-            max_file_age: default_archive_max_file_age(),
-            interval: default_archive_interval(),
-            batch: default_archive_batch(),
+            max_file_bytes: Int(64 * MIB),
+            max_file_age: Dur(Duration::from_secs(3600)),
+            interval: Dur(Duration::from_millis(200)),
+            batch: Int(1000),
         }
     }
-}
-
-fn default_archive_max_file_bytes() -> Int<4096, { 64 * 1024 * MIB }> {
-    Int(64 * MIB)
-}
-fn default_archive_max_file_age() -> Dur<1_000, { 7 * 86_400_000 }> {
-    Dur(Duration::from_secs(3600))
-}
-fn default_archive_interval() -> Dur<10, 3_600_000> {
-    Dur(Duration::from_millis(200))
-}
-fn default_archive_batch() -> Int<1, 100_000> {
-    Int(1000)
 }
 
 fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
@@ -735,21 +624,7 @@ impl Settings {
         };
         let admin = check_admin(cfg.admin, text, path)?;
         let w = cfg.writer;
-        let d = cfg.dispatch;
-        let dispatch = crate::daemon::dispatch::DispatchSettings {
-            enabled: d.enabled,
-            tick: d.tick.0,
-            max_inflight: to_usize(d.max_inflight.0),
-            per_tenant: u32::try_from(d.per_tenant.0).unwrap_or(u32::MAX),
-            per_sink: to_usize(d.per_sink.0),
-            tick_rows: u32::try_from(d.tick_rows.0).unwrap_or(u32::MAX),
-            tick_bytes: d.tick_bytes.0,
-            scan_tenants: to_usize(d.scan_tenants.0),
-            scan_rows: to_usize(d.scan_rows.0),
-            drain_timeout: d.drain_timeout.0,
-            reclaim_interval: d.reclaim_interval.0,
-            reclaim_batch: to_usize(d.reclaim_batch.0),
-        };
+        let dispatch = cfg.dispatch.settings();
         Ok(Settings {
             config_path: path.to_path_buf(),
             store_path,

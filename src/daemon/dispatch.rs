@@ -70,21 +70,9 @@ pub struct DispatchSettings {
 }
 
 impl Default for DispatchSettings {
+    /// The defaults of `[dispatch]`, written once in the config.
     fn default() -> Self {
-        Self {
-            enabled: true,
-            tick: Duration::from_millis(100),
-            max_inflight: 256,
-            per_tenant: 32,
-            per_sink: 64,
-            tick_rows: 256,
-            tick_bytes: 16 * 1024 * 1024,
-            scan_tenants: 1024,
-            scan_rows: 64,
-            drain_timeout: Duration::from_secs(10),
-            reclaim_interval: Duration::from_secs(1),
-            reclaim_batch: 1000,
-        }
+        super::config::DispatchSection::default().settings()
     }
 }
 
