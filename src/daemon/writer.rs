@@ -4,7 +4,7 @@
 //! allocated by exactly one writer, in the same batch as the rows that use
 //! them), idempotency-key lookups, and the dedupe sweep.
 //!
-//! Request handlers hand a [`Job`] to a bounded queue through
+//! Request handlers hand a [`Submission`] to a bounded queue through
 //! [`WriterHandle::submit`], which never waits: a full queue (by count or
 //! by bytes) is an immediate refusal, so memory is bounded and a slow disk
 //! turns into `503 queue_full`, not into piled-up connections.
@@ -78,7 +78,7 @@ pub enum SubmitError {
 
 /// A hook waiting for the writer.
 #[derive(Debug)]
-pub struct Job {
+pub struct Submission {
     pub envelope: Envelope,
     pub sinks: u16,
     enqueued: Instant,
@@ -89,7 +89,7 @@ pub struct Job {
 /// The request side of the writer queue. Cloned into every handler.
 #[derive(Debug, Clone)]
 pub struct WriterHandle {
-    tx: SyncSender<Job>,
+    tx: SyncSender<Submission>,
     queued_bytes: Arc<AtomicUsize>,
     max_bytes: usize,
     metrics: Arc<Metrics>,
@@ -112,7 +112,7 @@ impl WriterHandle {
             return Err(SubmitError::Full);
         }
         let (reply, rx) = oneshot::channel();
-        let job = Job {
+        let job = Submission {
             envelope,
             sinks,
             enqueued: Instant::now(),
@@ -147,7 +147,7 @@ pub struct Writer {
     clock: SharedClock,
     settings: WriterSettings,
     metrics: Arc<Metrics>,
-    rx: Receiver<Job>,
+    rx: Receiver<Submission>,
     queued_bytes: Arc<AtomicUsize>,
     /// The store's generation the sequence and allocator were loaded at;
     /// `None` after a failed commit: reload before the next one.
@@ -228,7 +228,7 @@ impl Writer {
     /// more until the first job has waited `linger` (measured from when it
     /// was queued, so a job that queued behind a slow commit does not wait
     /// again) or the batch is full.
-    fn gather(&self, first: Job) -> Vec<Job> {
+    fn gather(&self, first: Submission) -> Vec<Submission> {
         let deadline = first.enqueued + self.settings.linger;
         let mut bytes = first.envelope.body.len();
         let mut jobs = vec![first];
@@ -253,7 +253,7 @@ impl Writer {
     }
 
     /// Resolves, writes and commits one batch, then answers every job.
-    pub fn write(&mut self, jobs: Vec<Job>) {
+    pub fn write(&mut self, jobs: Vec<Submission>) {
         let outcomes = self.commit(&jobs);
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
             self.queued_bytes.fetch_sub(job.charged, Ordering::SeqCst);
@@ -286,7 +286,7 @@ impl Writer {
         Ok(())
     }
 
-    fn commit(&mut self, jobs: &[Job]) -> Vec<WriteOutcome> {
+    fn commit(&mut self, jobs: &[Submission]) -> Vec<WriteOutcome> {
         if let Err(e) = self.reload_if_stale() {
             tracing::error!(error = %e, jobs = jobs.len(), "cannot reload the sequence; batch refused");
             self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
@@ -445,7 +445,7 @@ impl Writer {
 
     /// Takes every job queued right now (tests drive the writer by hand).
     #[cfg(test)]
-    fn drain(&self) -> Vec<Job> {
+    fn drain(&self) -> Vec<Submission> {
         self.rx.try_iter().collect()
     }
 }
