@@ -362,9 +362,9 @@ fn a_look_alike_tenant_id_is_quarantined_not_filed() {
         let hooks = db.cf_handle("hooks").unwrap();
         let key = ankusa_store::keys::hook_key(seq);
         let mut env =
-            ankusa_store::Envelope::decode(&db.get_cf(hooks, &key).unwrap().unwrap()).unwrap();
+            ankusa_store::Envelope::decode(&db.get_cf(hooks, key).unwrap().unwrap()).unwrap();
         env.tenant = format!("{}\u{200B}", env.tenant);
-        db.put_cf(hooks, &key, env.encode()).unwrap();
+        db.put_cf(hooks, key, env.encode()).unwrap();
     }
     migrate_all(&path, 64);
     let store = Store::open(&path).unwrap();
