@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::batch::Batch;
 use crate::error::{Result, StoreError};
 use crate::queries;
+use crate::rows::DueRow;
 use crate::store::Store;
 use crate::tenants::{TenantAllocator, DEFAULT_TENANT};
 use crate::transitions::{self, IngestHook};
@@ -97,6 +98,48 @@ enum Fate {
     Inflight,
     Dead,
     Delivered,
+}
+
+/// One hook for [`ingest`]: its envelope, its sink count, and whether it
+/// owes an archive copy.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    pub envelope: Envelope,
+    pub sinks: u16,
+    pub archive: bool,
+}
+
+/// Ingests `hooks` as the daemon's writer does, in one synced commit:
+/// tenant ordinals through `alloc`, seqs from the store's next one, every
+/// row and counter through [`transitions::ingest`]. Returns the due rows.
+/// The one way tests and benches put a few hooks into a store without a
+/// daemon.
+pub fn ingest(store: &Store, alloc: &mut TenantAllocator, hooks: &[Hook]) -> Result<Vec<DueRow>> {
+    let first_seq = store.next_seq()?;
+    let mut b = Batch::new();
+    let res = alloc.resolve(
+        store,
+        hooks.iter().map(|h| h.envelope.tenant.as_str()),
+        &mut b,
+    )?;
+    let mut out = Vec::new();
+    for (i, h) in hooks.iter().enumerate() {
+        let ord = res.ord(&h.envelope.tenant, alloc.max())?;
+        out.extend(transitions::ingest(
+            &mut b,
+            &IngestHook {
+                seq: first_seq + i as u64,
+                ord,
+                envelope: &h.envelope,
+                sinks: h.sinks,
+                archive: h.archive,
+                dedupe_expires_at: None,
+            },
+        ));
+    }
+    store.commit(b, true)?;
+    alloc.committed(res);
+    Ok(out)
 }
 
 fn tenant_name(i: u32) -> String {

@@ -15,9 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
 use ankusa_store::values::Envelope;
-use ankusa_store::{queries, tenants, Batch, Store};
+use ankusa_store::{queries, tenants, Store};
 use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
 
 use common::BIN;
@@ -260,37 +259,24 @@ fn follow_mode_sees_rows_a_running_writer_adds() {
     // This process is the writer: it holds the primary (and its lock) for
     // the whole test, as a daemon would.
     let store = Store::create_or_open(&dir).expect("create");
-    let mut seq = 1u64;
-    let mut add = |store: &Store, tenant: &str, n: u64| {
+    let add = |store: &Store, tenant: &str, n: u64| {
         let mut alloc = TenantAllocator::load(store, 1_000_000).expect("alloc");
-        let mut b = Batch::new();
-        let res = alloc.resolve(store, [tenant], &mut b).expect("resolve");
-        let ord = res.ord(tenant, 1_000_000).expect("ord");
         let now = ankusa_store::system_now_ms();
-        for _ in 0..n {
-            let env = Envelope {
-                received_at: now,
-                source_id: "src".into(),
-                tenant: tenant.into(),
-                idempotency_key: None,
-                headers: vec![],
-                body: b"{}".to_vec(),
-            };
-            transitions::ingest(
-                &mut b,
-                &IngestHook {
-                    seq,
-                    ord,
-                    envelope: &env,
-                    sinks: 1,
-                    archive: false,
-                    dedupe_expires_at: None,
+        let hooks: Vec<_> = (0..n)
+            .map(|_| ankusa_store::fixture::Hook {
+                envelope: Envelope {
+                    received_at: now,
+                    source_id: "src".into(),
+                    tenant: tenant.into(),
+                    idempotency_key: None,
+                    headers: vec![],
+                    body: b"{}".to_vec(),
                 },
-            );
-            seq += 1;
-        }
-        store.commit(b, true).expect("commit");
-        alloc.committed(res);
+                sinks: 1,
+                archive: false,
+            })
+            .collect();
+        ankusa_store::fixture::ingest(store, &mut alloc, &hooks).expect("ingest");
     };
     add(&store, "early", 5);
     let path = dir.to_str().expect("utf-8 path");

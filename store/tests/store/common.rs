@@ -1,9 +1,9 @@
 //! Shared helpers for the store's integration tests.
 #![allow(dead_code)]
 
+use ankusa_store::fixture;
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
-use ankusa_store::{Batch, DueRow, Envelope, Store};
+use ankusa_store::{DueRow, Envelope, Store};
 
 pub fn fresh() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -22,38 +22,23 @@ pub fn envelope(tenant: &str, at: u64, size: usize) -> Envelope {
     }
 }
 
-/// Ingests one hook per (tenant, at, size) through the allocator, committed
-/// in one batch; returns the due rows.
+/// Ingests one hook per (tenant, at, size, sinks, archive) through the
+/// allocator, committed in one batch ([`fixture::ingest`]); returns the due
+/// rows.
 pub fn ingest(
     store: &Store,
     alloc: &mut TenantAllocator,
     hooks: &[(&str, u64, usize, u16, bool)],
 ) -> Vec<DueRow> {
-    let first_seq = store.next_seq().unwrap();
-    let mut b = Batch::new();
-    let res = alloc
-        .resolve(store, hooks.iter().map(|h| h.0), &mut b)
-        .unwrap();
-    let mut out = Vec::new();
-    for (i, &(t, at, size, sinks, archive)) in hooks.iter().enumerate() {
-        let seq = first_seq + i as u64;
-        let env = envelope(t, at, size);
-        let ord = res.ord(t, alloc.max()).unwrap();
-        out.extend(transitions::ingest(
-            &mut b,
-            &IngestHook {
-                seq,
-                ord,
-                envelope: &env,
-                sinks,
-                archive,
-                dedupe_expires_at: None,
-            },
-        ));
-    }
-    store.commit(b, true).unwrap();
-    alloc.committed(res);
-    out
+    let hooks: Vec<fixture::Hook> = hooks
+        .iter()
+        .map(|&(t, at, size, sinks, archive)| fixture::Hook {
+            envelope: envelope(t, at, size),
+            sinks,
+            archive,
+        })
+        .collect();
+    fixture::ingest(store, alloc, &hooks).unwrap()
 }
 
 pub fn assert_consistent(store: &Store) {

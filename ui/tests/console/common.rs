@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 
 use ankusa_store::fixture::{self, FixtureSpec};
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
 use ankusa_store::values::Envelope;
-use ankusa_store::{Batch, Store};
+use ankusa_store::Store;
 use ankusa_ui::app::{App, Effect, Header, Msg};
 use ankusa_ui::data::{Feed, OpenRequest};
 use ankusa_ui::screens::migration::MigrationState;
@@ -131,36 +130,24 @@ pub fn render(app: &App) -> String {
 }
 
 /// Ingests `n` one-sink hooks for `tenant`, each due at `at(i)`, through the
-/// real transitions. `next_seq` is advanced.
-pub fn ingest(store: &Store, tenant: &str, n: u64, next_seq: &mut u64, at: impl Fn(u64) -> u64) {
+/// real transitions ([`ankusa_store::fixture::ingest`]).
+pub fn ingest(store: &Store, tenant: &str, n: u64, at: impl Fn(u64) -> u64) {
     let mut alloc = TenantAllocator::load(store, 1_000_000).expect("allocator");
-    let mut b = Batch::new();
-    let res = alloc.resolve(store, [tenant], &mut b).expect("resolve");
-    let ord = res.ord(tenant, 1_000_000).expect("ord");
-    for i in 0..n {
-        let env = Envelope {
-            received_at: at(i),
-            source_id: "src-test".into(),
-            tenant: tenant.into(),
-            idempotency_key: None,
-            headers: vec![("content-type".into(), b"application/json".to_vec())],
-            body: br#"{"ok":true}"#.to_vec(),
-        };
-        transitions::ingest(
-            &mut b,
-            &IngestHook {
-                seq: *next_seq,
-                ord,
-                envelope: &env,
-                sinks: 1,
-                archive: false,
-                dedupe_expires_at: None,
+    let hooks: Vec<_> = (0..n)
+        .map(|i| ankusa_store::fixture::Hook {
+            envelope: Envelope {
+                received_at: at(i),
+                source_id: "src-test".into(),
+                tenant: tenant.into(),
+                idempotency_key: None,
+                headers: vec![("content-type".into(), b"application/json".to_vec())],
+                body: br#"{"ok":true}"#.to_vec(),
             },
-        );
-        *next_seq += 1;
-    }
-    store.commit(b, true).expect("commit");
-    alloc.committed(res);
+            sinks: 1,
+            archive: false,
+        })
+        .collect();
+    ankusa_store::fixture::ingest(store, &mut alloc, &hooks).expect("ingest");
 }
 
 /// Snapshot assertions into the top-level `snapshots/` directory.

@@ -8,9 +8,8 @@ use ankusa_ui::heatmap::{count_row, HeatSpec, CAP};
 
 fn store_with(dir: &std::path::Path, rows: &[(&str, u64, u64)]) -> Store {
     let s = Store::create_or_open(dir).expect("store");
-    let mut seq = 1;
     for (tenant, n, at) in rows {
-        ingest(&s, tenant, *n, &mut seq, |_| *at);
+        ingest(&s, tenant, *n, |_| *at);
     }
     s
 }
