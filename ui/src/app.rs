@@ -16,7 +16,7 @@ use crate::data::{
     DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantData,
 };
 use crate::heatmap::HeatSpec;
-use crate::keymap::{self, Action, Tab};
+use crate::keymap::{self, KeyAction, Tab};
 use crate::popups::guard::{self, Guard, GuardNext, NoScope, Stage};
 use crate::popups::help;
 use crate::popups::input::{self, Edit, InputKind};
@@ -443,21 +443,21 @@ impl App {
         };
         self.status.clear();
         match action {
-            Action::Quit => {
+            KeyAction::Quit => {
                 self.quit = true;
                 vec![Effect::Quit]
             }
             // Esc while this console migrates pauses rather than leaving.
-            Action::Back if *self.screen() == Screen::Migration && self.migration.running() => {
+            KeyAction::Back if *self.screen() == Screen::Migration && self.migration.running() => {
                 self.migration.pause(&mut self.status);
                 Vec::new()
             }
-            Action::Back => self.back(),
-            Action::MigBackup
-            | Action::MigPlan
-            | Action::MigRun
-            | Action::MigPause
-            | Action::MigCheck => {
+            KeyAction::Back => self.back(),
+            KeyAction::MigBackup
+            | KeyAction::MigPlan
+            | KeyAction::MigRun
+            | KeyAction::MigPause
+            | KeyAction::MigCheck => {
                 if *self.screen() != Screen::Migration {
                     self.status = "that key works on the migration screen (5)".into();
                     return Vec::new();
@@ -467,46 +467,46 @@ impl App {
                         .key(action, &self.header.path, self.now, &mut self.status);
                 self.follow(next)
             }
-            Action::Help => {
+            KeyAction::Help => {
                 self.overlays.push(Overlay::Help(0));
                 Vec::new()
             }
-            Action::Filter => {
+            KeyAction::Filter => {
                 self.overlays.push(Overlay::Input {
                     kind: InputKind::Filter,
                     text: self.tenants.filter.clone(),
                 });
                 Vec::new()
             }
-            Action::Command => {
+            KeyAction::Command => {
                 self.overlays.push(Overlay::Input {
                     kind: InputKind::Command,
                     text: String::new(),
                 });
                 Vec::new()
             }
-            Action::Goto(t) => self.goto(t),
-            Action::NextTab => {
+            KeyAction::Goto(t) => self.goto(t),
+            KeyAction::NextTab => {
                 let i = Tab::ALL
                     .iter()
                     .position(|t| *t == self.screen().tab())
                     .unwrap_or(0);
                 self.goto(Tab::ALL[(i + 1) % Tab::ALL.len()])
             }
-            Action::Refresh => {
+            KeyAction::Refresh => {
                 if self.tenants.sort.is_some() && *self.screen() == Screen::Tenants {
                     self.tenants.ranked = None;
                 }
                 self.refresh()
             }
-            Action::Down | Action::Up | Action::Top | Action::Bottom => {
+            KeyAction::Down | KeyAction::Up | KeyAction::Top | KeyAction::Bottom => {
                 let n = self.rows_on_screen();
-                let at_top = matches!(action, Action::Top);
+                let at_top = matches!(action, KeyAction::Top);
                 if let Some(s) = self.sel_mut() {
                     *s = match action {
-                        Action::Down => (*s + 1).min(n.saturating_sub(1)),
-                        Action::Up => s.saturating_sub(1),
-                        Action::Top => 0,
+                        KeyAction::Down => (*s + 1).min(n.saturating_sub(1)),
+                        KeyAction::Up => s.saturating_sub(1),
+                        KeyAction::Top => 0,
                         _ => n.saturating_sub(1),
                     };
                 }
@@ -515,41 +515,43 @@ impl App {
                 }
                 Vec::new()
             }
-            Action::PageDown => self.page(true),
-            Action::PageUp => self.page(false),
-            Action::Open => self.open(),
-            Action::Sort => {
+            KeyAction::PageDown => self.page(true),
+            KeyAction::PageUp => self.page(false),
+            KeyAction::Open => self.open(),
+            KeyAction::Sort => {
                 if *self.screen() != Screen::Tenants {
                     return Vec::new();
                 }
                 let next = self.tenants.next_sort();
                 self.set_sort(next)
             }
-            Action::ZoomIn | Action::ZoomOut => {
+            KeyAction::ZoomIn | KeyAction::ZoomOut => {
                 if !matches!(self.screen(), Screen::Heatmap | Screen::Tenant { .. }) {
                     return Vec::new();
                 }
-                self.heat.zoom(action == Action::ZoomIn);
+                self.heat.zoom(action == KeyAction::ZoomIn);
                 self.reload()
             }
-            Action::TenantDlq => match self.screen().clone() {
+            KeyAction::TenantDlq => match self.screen().clone() {
                 Screen::Tenant { ord } => self.follow(tenant::open_dlq(ord, self.tenant.as_ref())),
                 _ => Vec::new(),
             },
-            Action::DlqOrder => {
+            KeyAction::DlqOrder => {
                 if let Screen::Dlq { .. } = self.screen() {
                     self.dlq.toggle_order();
                     return self.reload();
                 }
                 Vec::new()
             }
-            Action::Select => {
+            KeyAction::Select => {
                 if let Screen::Dlq { .. } = self.screen() {
                     self.dlq.toggle_mark();
                 }
                 Vec::new()
             }
-            Action::Purge | Action::Replay | Action::ReplayTenant => self.start_guard(action),
+            KeyAction::Purge | KeyAction::Replay | KeyAction::ReplayTenant => {
+                self.start_guard(action)
+            }
         }
     }
 
@@ -583,7 +585,7 @@ impl App {
         self.follow(Next::Guard(scope))
     }
 
-    fn start_guard(&mut self, action: Action) -> Vec<Effect> {
+    fn start_guard(&mut self, action: KeyAction) -> Vec<Effect> {
         if !self.can_act() {
             self.status = CANNOT_ACT.into();
             return Vec::new();

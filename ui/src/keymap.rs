@@ -3,9 +3,10 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-/// What a key does.
+/// What a key does (named apart from `ankusa_ops::operator::Action`, the
+/// outcome of an operator operation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum KeyAction {
     Down,
     Up,
     PageDown,
@@ -121,7 +122,7 @@ impl Key {
 pub struct Binding {
     pub keys: &'static [Key],
     pub label: &'static str,
-    pub action: Action,
+    pub action: KeyAction,
     pub scope: Scope,
     pub help: &'static str,
 }
@@ -129,46 +130,46 @@ pub struct Binding {
 use Key::{Char as C, Code};
 
 pub const KEYMAP: &[Binding] = &[
-    Binding { keys: &[C('j'), Code(KeyCode::Down)], label: "j ↓", action: Action::Down, scope: Scope::Everywhere, help: "next row" },
-    Binding { keys: &[C('k'), Code(KeyCode::Up)], label: "k ↑", action: Action::Up, scope: Scope::Everywhere, help: "previous row" },
-    Binding { keys: &[Code(KeyCode::PageDown), C(' ')], label: "PgDn", action: Action::PageDown, scope: Scope::Everywhere, help: "next page" },
-    Binding { keys: &[Code(KeyCode::PageUp)], label: "PgUp", action: Action::PageUp, scope: Scope::Everywhere, help: "previous page" },
-    Binding { keys: &[C('g'), Code(KeyCode::Home)], label: "g", action: Action::Top, scope: Scope::Everywhere, help: "first row (first page)" },
-    Binding { keys: &[C('G'), Code(KeyCode::End)], label: "G", action: Action::Bottom, scope: Scope::Everywhere, help: "last row of the page" },
-    Binding { keys: &[Code(KeyCode::Enter)], label: "Enter", action: Action::Open, scope: Scope::Everywhere, help: "open the selected row" },
-    Binding { keys: &[C('q'), Code(KeyCode::Esc)], label: "q Esc", action: Action::Back, scope: Scope::Everywhere, help: "back; quit from a top screen" },
-    Binding { keys: &[C('Q')], label: "Q", action: Action::Quit, scope: Scope::Everywhere, help: "quit" },
-    Binding { keys: &[C('/')], label: "/", action: Action::Filter, scope: Scope::Everywhere, help: "filter tenants by name" },
-    Binding { keys: &[C(':')], label: ":", action: Action::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sort FIELD :replay-since 2h :repair :q" },
-    Binding { keys: &[C('?')], label: "?", action: Action::Help, scope: Scope::Everywhere, help: "this help" },
-    Binding { keys: &[C('1')], label: "1", action: Action::Goto(Tab::Overview), scope: Scope::Everywhere, help: "overview" },
-    Binding { keys: &[C('2')], label: "2", action: Action::Goto(Tab::Tenants), scope: Scope::Everywhere, help: "tenants" },
-    Binding { keys: &[C('3')], label: "3", action: Action::Goto(Tab::Heatmap), scope: Scope::Everywhere, help: "heatmap" },
-    Binding { keys: &[C('4')], label: "4", action: Action::Goto(Tab::Dlq), scope: Scope::Everywhere, help: "DLQ (all tenants)" },
-    Binding { keys: &[C('5')], label: "5", action: Action::Goto(Tab::Migration), scope: Scope::Everywhere, help: "migration" },
-    Binding { keys: &[C('6')], label: "6", action: Action::Goto(Tab::Log), scope: Scope::Everywhere, help: "log" },
-    Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: Action::NextTab, scope: Scope::Everywhere, help: "next screen" },
-    Binding { keys: &[C('r')], label: "r", action: Action::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
-    Binding { keys: &[C('s')], label: "s", action: Action::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive" },
-    Binding { keys: &[C('d')], label: "d", action: Action::TenantDlq, scope: Scope::Tenant, help: "this tenant's DLQ" },
-    Binding { keys: &[C('+'), C('z')], label: "+ z", action: Action::ZoomIn, scope: Scope::Heatmap, help: "zoom in (narrower buckets, down to 1s)" },
-    Binding { keys: &[C('-'), C('Z')], label: "- Z", action: Action::ZoomOut, scope: Scope::Heatmap, help: "zoom out (wider buckets, up to 1h)" },
-    Binding { keys: &[C('x')], label: "x", action: Action::Select, scope: Scope::Dlq, help: "mark / unmark the row for replay" },
-    Binding { keys: &[C('o')], label: "o", action: Action::DlqOrder, scope: Scope::Dlq, help: "newest first / oldest first" },
-    Binding { keys: &[C('b')], label: "b", action: Action::MigBackup, scope: Scope::Migration, help: "1. back the store up into a new sibling directory" },
-    Binding { keys: &[C('n')], label: "n", action: Action::MigPlan, scope: Scope::Migration, help: "2. dry run: rows per phase" },
-    Binding { keys: &[C('M')], label: "M", action: Action::MigRun, scope: Scope::Migration, help: "3. migrate (or resume), after typing \"migrate\"" },
-    Binding { keys: &[C('p')], label: "p Esc", action: Action::MigPause, scope: Scope::Migration, help: "pause after the current step (M resumes)" },
-    Binding { keys: &[C('c')], label: "c", action: Action::MigCheck, scope: Scope::Migration, help: "4. store check (runs by itself after the migration)" },
-    Binding { keys: &[C('P')], label: "P", action: Action::Purge, scope: Scope::Write, help: "purge this tenant's pending and/or dead rows (tenant detail)" },
-    Binding { keys: &[C('R')], label: "R", action: Action::Replay, scope: Scope::Write, help: "replay the marked DLQ rows (or the selected one)" },
-    Binding { keys: &[C('A')], label: "A", action: Action::ReplayTenant, scope: Scope::Write, help: "replay every dead row of this tenant (tenant DLQ or detail)" },
+    Binding { keys: &[C('j'), Code(KeyCode::Down)], label: "j ↓", action: KeyAction::Down, scope: Scope::Everywhere, help: "next row" },
+    Binding { keys: &[C('k'), Code(KeyCode::Up)], label: "k ↑", action: KeyAction::Up, scope: Scope::Everywhere, help: "previous row" },
+    Binding { keys: &[Code(KeyCode::PageDown), C(' ')], label: "PgDn", action: KeyAction::PageDown, scope: Scope::Everywhere, help: "next page" },
+    Binding { keys: &[Code(KeyCode::PageUp)], label: "PgUp", action: KeyAction::PageUp, scope: Scope::Everywhere, help: "previous page" },
+    Binding { keys: &[C('g'), Code(KeyCode::Home)], label: "g", action: KeyAction::Top, scope: Scope::Everywhere, help: "first row (first page)" },
+    Binding { keys: &[C('G'), Code(KeyCode::End)], label: "G", action: KeyAction::Bottom, scope: Scope::Everywhere, help: "last row of the page" },
+    Binding { keys: &[Code(KeyCode::Enter)], label: "Enter", action: KeyAction::Open, scope: Scope::Everywhere, help: "open the selected row" },
+    Binding { keys: &[C('q'), Code(KeyCode::Esc)], label: "q Esc", action: KeyAction::Back, scope: Scope::Everywhere, help: "back; quit from a top screen" },
+    Binding { keys: &[C('Q')], label: "Q", action: KeyAction::Quit, scope: Scope::Everywhere, help: "quit" },
+    Binding { keys: &[C('/')], label: "/", action: KeyAction::Filter, scope: Scope::Everywhere, help: "filter tenants by name" },
+    Binding { keys: &[C(':')], label: ":", action: KeyAction::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sort FIELD :replay-since 2h :repair :q" },
+    Binding { keys: &[C('?')], label: "?", action: KeyAction::Help, scope: Scope::Everywhere, help: "this help" },
+    Binding { keys: &[C('1')], label: "1", action: KeyAction::Goto(Tab::Overview), scope: Scope::Everywhere, help: "overview" },
+    Binding { keys: &[C('2')], label: "2", action: KeyAction::Goto(Tab::Tenants), scope: Scope::Everywhere, help: "tenants" },
+    Binding { keys: &[C('3')], label: "3", action: KeyAction::Goto(Tab::Heatmap), scope: Scope::Everywhere, help: "heatmap" },
+    Binding { keys: &[C('4')], label: "4", action: KeyAction::Goto(Tab::Dlq), scope: Scope::Everywhere, help: "DLQ (all tenants)" },
+    Binding { keys: &[C('5')], label: "5", action: KeyAction::Goto(Tab::Migration), scope: Scope::Everywhere, help: "migration" },
+    Binding { keys: &[C('6')], label: "6", action: KeyAction::Goto(Tab::Log), scope: Scope::Everywhere, help: "log" },
+    Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: KeyAction::NextTab, scope: Scope::Everywhere, help: "next screen" },
+    Binding { keys: &[C('r')], label: "r", action: KeyAction::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
+    Binding { keys: &[C('s')], label: "s", action: KeyAction::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive" },
+    Binding { keys: &[C('d')], label: "d", action: KeyAction::TenantDlq, scope: Scope::Tenant, help: "this tenant's DLQ" },
+    Binding { keys: &[C('+'), C('z')], label: "+ z", action: KeyAction::ZoomIn, scope: Scope::Heatmap, help: "zoom in (narrower buckets, down to 1s)" },
+    Binding { keys: &[C('-'), C('Z')], label: "- Z", action: KeyAction::ZoomOut, scope: Scope::Heatmap, help: "zoom out (wider buckets, up to 1h)" },
+    Binding { keys: &[C('x')], label: "x", action: KeyAction::Select, scope: Scope::Dlq, help: "mark / unmark the row for replay" },
+    Binding { keys: &[C('o')], label: "o", action: KeyAction::DlqOrder, scope: Scope::Dlq, help: "newest first / oldest first" },
+    Binding { keys: &[C('b')], label: "b", action: KeyAction::MigBackup, scope: Scope::Migration, help: "1. back the store up into a new sibling directory" },
+    Binding { keys: &[C('n')], label: "n", action: KeyAction::MigPlan, scope: Scope::Migration, help: "2. dry run: rows per phase" },
+    Binding { keys: &[C('M')], label: "M", action: KeyAction::MigRun, scope: Scope::Migration, help: "3. migrate (or resume), after typing \"migrate\"" },
+    Binding { keys: &[C('p')], label: "p Esc", action: KeyAction::MigPause, scope: Scope::Migration, help: "pause after the current step (M resumes)" },
+    Binding { keys: &[C('c')], label: "c", action: KeyAction::MigCheck, scope: Scope::Migration, help: "4. store check (runs by itself after the migration)" },
+    Binding { keys: &[C('P')], label: "P", action: KeyAction::Purge, scope: Scope::Write, help: "purge this tenant's pending and/or dead rows (tenant detail)" },
+    Binding { keys: &[C('R')], label: "R", action: KeyAction::Replay, scope: Scope::Write, help: "replay the marked DLQ rows (or the selected one)" },
+    Binding { keys: &[C('A')], label: "A", action: KeyAction::ReplayTenant, scope: Scope::Write, help: "replay every dead row of this tenant (tenant DLQ or detail)" },
 ];
 
 /// The action of a key, if any.
-pub fn lookup(ev: &KeyEvent) -> Option<Action> {
+pub fn lookup(ev: &KeyEvent) -> Option<KeyAction> {
     if ev.modifiers.contains(KeyModifiers::CONTROL) && ev.code == KeyCode::Char('c') {
-        return Some(Action::Quit);
+        return Some(KeyAction::Quit);
     }
     KEYMAP
         .iter()

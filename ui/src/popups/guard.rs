@@ -15,7 +15,7 @@ use ankusa_ops::model::Kinds;
 
 use crate::data::{ActionResult, ActionScope, Progress, Request, TenantData};
 use crate::fmt::{num, utc};
-use crate::keymap::Action;
+use crate::keymap::KeyAction;
 use crate::screens::dlq::DlqState;
 use crate::screens::Screen;
 use crate::theme::{block, centered, Theme};
@@ -62,13 +62,13 @@ pub enum NoScope {
 
 /// The scope `action` has on `screen`.
 pub fn scope_for(
-    action: Action,
+    action: KeyAction,
     screen: &Screen,
     tenant: Option<&TenantData>,
     dlq: &DlqState,
 ) -> Result<ActionScope, NoScope> {
     Ok(match (action, screen.clone()) {
-        (Action::Purge, Screen::Tenant { ord }) => {
+        (KeyAction::Purge, Screen::Tenant { ord }) => {
             let Some(t) = tenant.filter(|t| t.ord == ord) else {
                 return Err(NoScope::Nothing);
             };
@@ -78,16 +78,18 @@ pub fn scope_for(
                 kinds: Kinds::BOTH,
             }
         }
-        (Action::Replay, Screen::Dlq { .. }) => {
+        (KeyAction::Replay, Screen::Dlq { .. }) => {
             let rows = dlq.replay_rows();
             if rows.is_empty() {
                 return Err(NoScope::Nothing);
             }
             ActionScope::ReplayRows { rows }
         }
-        (Action::Replay, Screen::DeadDetail { row }) => ActionScope::ReplayRows { rows: vec![row] },
+        (KeyAction::Replay, Screen::DeadDetail { row }) => {
+            ActionScope::ReplayRows { rows: vec![row] }
+        }
         (
-            Action::ReplayTenant,
+            KeyAction::ReplayTenant,
             Screen::Dlq {
                 ord: Some(ord),
                 name,
@@ -96,7 +98,7 @@ pub fn scope_for(
             ord,
             tenant: dlq.name_of(ord, name),
         },
-        (Action::ReplayTenant, Screen::Tenant { ord }) => {
+        (KeyAction::ReplayTenant, Screen::Tenant { ord }) => {
             let Some(t) = tenant.filter(|t| t.ord == ord) else {
                 return Err(NoScope::Nothing);
             };

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::keymap::{self, Action};
+use crate::keymap::{self, KeyAction};
 use crate::theme::{block, centered, Theme};
 
 /// A key on the help overlay scrolled to `scroll`: the new scroll, or None
@@ -22,11 +22,11 @@ pub fn key(scroll: u16, k: &KeyEvent, can_act: bool) -> Option<u16> {
         return None;
     }
     Some(match keymap::lookup(k) {
-        Some(Action::Down) => (scroll + 1).min(max),
-        Some(Action::Up) => scroll.saturating_sub(1),
-        Some(Action::PageDown) => (scroll + 10).min(max),
-        Some(Action::PageUp) => scroll.saturating_sub(10),
-        Some(Action::Top) => 0,
+        Some(KeyAction::Down) => (scroll + 1).min(max),
+        Some(KeyAction::Up) => scroll.saturating_sub(1),
+        Some(KeyAction::PageDown) => (scroll + 10).min(max),
+        Some(KeyAction::PageUp) => scroll.saturating_sub(10),
+        Some(KeyAction::Top) => 0,
         _ => scroll,
     })
 }

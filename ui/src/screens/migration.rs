@@ -18,7 +18,7 @@ use ratatui::Frame;
 use super::Next;
 use crate::data::{ActionScope, Request};
 use crate::fmt::{age, num, utc};
-use crate::keymap::Action;
+use crate::keymap::KeyAction;
 use crate::theme::{block, Theme};
 
 /// What the migration screen shows: the polled status of a migration
@@ -155,8 +155,8 @@ impl MigrationState {
 
     /// The guided path's keys (b, n, M, p, c) on the migration screen of
     /// the store at `store`.
-    pub fn key(&mut self, action: Action, store: &Path, now: u64, status: &mut String) -> Next {
-        if action == Action::MigPause {
+    pub fn key(&mut self, action: KeyAction, store: &Path, now: u64, status: &mut String) -> Next {
+        if action == KeyAction::MigPause {
             self.pause(status);
             return Next::Stay;
         }
@@ -172,7 +172,7 @@ impl MigrationState {
             *status = "wait for the current step to finish".into();
             return Next::Stay;
         }
-        if action == Action::MigCheck {
+        if action == KeyAction::MigCheck {
             if self.status != Some(Status::Done) {
                 *status = "store check runs on a migrated (format 3) store".into();
                 return Next::Stay;
@@ -192,12 +192,12 @@ impl MigrationState {
             return Next::Stay;
         }
         match action {
-            Action::MigBackup => {
+            KeyAction::MigBackup => {
                 let out = backup_path(store, now);
                 self.guide = Guide::BackingUp(out.clone());
                 Next::Fetch(vec![Request::MigrationBackup { out }])
             }
-            Action::MigPlan => {
+            KeyAction::MigPlan => {
                 self.guide = Guide::Planning;
                 Next::Fetch(vec![Request::MigrationPlan])
             }
