@@ -31,7 +31,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,71 +43,8 @@ use flate2::Compression;
 use tokio::sync::watch;
 
 use super::clock::SharedClock;
+pub use super::config::ArchiveSettings;
 use super::metrics::Metrics;
-
-/// `[archive]`, checked.
-#[derive(Debug, Clone)]
-pub struct ArchiveSettings {
-    pub enabled: bool,
-    pub dir: PathBuf,
-    /// Roll once the current file holds this many bytes on disk.
-    pub max_file_bytes: u64,
-    /// Roll once the current file is this old.
-    pub max_file_age: Duration,
-    pub interval: Duration,
-    /// Hooks per synced write.
-    pub batch: usize,
-}
-
-/// The archiver's counters.
-#[derive(Debug, Default)]
-pub struct ArchiveMetrics {
-    pub archived: AtomicU64,
-    pub files_opened: AtomicU64,
-    pub write_errors: AtomicU64,
-    pub settle_errors: AtomicU64,
-    /// 1 while the archiver is failing (its obligations are piling up).
-    pub failing: AtomicI64,
-}
-
-impl ArchiveMetrics {
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        for (name, help, v) in [
-            (
-                "ankusa_archive_hooks_total",
-                "Hooks appended to archive files and settled.",
-                r(&self.archived),
-            ),
-            (
-                "ankusa_archive_files_total",
-                "Archive files created.",
-                r(&self.files_opened),
-            ),
-            (
-                "ankusa_archive_write_errors_total",
-                "Archive writes or syncs that failed (nothing was settled).",
-                r(&self.write_errors),
-            ),
-            (
-                "ankusa_archive_settle_errors_total",
-                "Settle commits that failed after a synced write (the hooks are appended again).",
-                r(&self.settle_errors),
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP ankusa_archive_failing 1 while archive writes are failing.\n# TYPE ankusa_archive_failing gauge\nankusa_archive_failing {}",
-            self.failing.load(Ordering::Relaxed)
-        );
-    }
-}
 
 /// Why a step stopped.
 #[derive(Debug, thiserror::Error)]

@@ -163,10 +163,10 @@ impl Default for DispatchSection {
 
 impl DispatchSection {
     /// The checked settings: the one conversion, used for a config file and
-    /// for [`crate::daemon::dispatch::DispatchSettings::default`] alike.
-    pub fn settings(&self) -> crate::daemon::dispatch::DispatchSettings {
+    /// for [`DispatchSettings::default`] alike.
+    pub fn settings(&self) -> DispatchSettings {
         let d = self;
-        crate::daemon::dispatch::DispatchSettings {
+        DispatchSettings {
             enabled: d.enabled,
             tick: d.tick.0,
             max_inflight: to_usize(d.max_inflight.0),
@@ -571,8 +571,8 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     pub metrics: bool,
     pub writer: WriterSettings,
-    pub dispatch: crate::daemon::dispatch::DispatchSettings,
-    pub archive: crate::daemon::archive::ArchiveSettings,
+    pub dispatch: DispatchSettings,
+    pub archive: ArchiveSettings,
     pub admin: AdminSettings,
     pub sources: Vec<Source>,
 }
@@ -667,10 +667,7 @@ impl Settings {
 
 /// `dir` is required only when the archive is on: an obligation nobody can
 /// settle would keep every hook forever.
-fn check_archive(
-    a: &ArchiveSection,
-    base: &Path,
-) -> Result<crate::daemon::archive::ArchiveSettings, String> {
+fn check_archive(a: &ArchiveSection, base: &Path) -> Result<ArchiveSettings, String> {
     let dir =
         match (&a.dir, a.enabled) {
             (Some(d), _) if d.as_os_str().is_empty() => {
@@ -684,7 +681,7 @@ fn check_archive(
             ),
             (None, false) => PathBuf::new(),
         };
-    Ok(crate::daemon::archive::ArchiveSettings {
+    Ok(ArchiveSettings {
         enabled: a.enabled,
         dir,
         max_file_bytes: a.max_file_bytes.0,
@@ -856,6 +853,51 @@ fn key_at(text: &str, line_no: usize) -> Option<String> {
         Some(t) => format!("{t}.{key}"),
         None => key.to_owned(),
     })
+}
+
+/// `[dispatch]`, checked.
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    pub enabled: bool,
+    pub tick: Duration,
+    /// Deliveries in flight at once, node-wide.
+    pub max_inflight: usize,
+    /// Deliveries in flight at once per tenant (the scheduler's cap).
+    pub per_tenant: u32,
+    /// Deliveries in flight at once per sink.
+    pub per_sink: usize,
+    /// Rows claimed per tick at most.
+    pub tick_rows: u32,
+    /// Bytes claimed per tick at most (one oversized row may go alone).
+    pub tick_bytes: u64,
+    /// Active tenants read per tick at most.
+    pub scan_tenants: usize,
+    /// Head rows read per tenant per tick at most.
+    pub scan_rows: usize,
+    pub drain_timeout: Duration,
+    pub reclaim_interval: Duration,
+    pub reclaim_batch: usize,
+}
+
+impl Default for DispatchSettings {
+    /// The defaults of `[dispatch]`, written once in the config.
+    fn default() -> Self {
+        DispatchSection::default().settings()
+    }
+}
+
+/// `[archive]`, checked.
+#[derive(Debug, Clone)]
+pub struct ArchiveSettings {
+    pub enabled: bool,
+    pub dir: PathBuf,
+    /// Roll once the current file holds this many bytes on disk.
+    pub max_file_bytes: u64,
+    /// Roll once the current file is this old.
+    pub max_file_age: Duration,
+    pub interval: Duration,
+    /// Hooks per synced write.
+    pub batch: usize,
 }
 
 #[cfg(test)]

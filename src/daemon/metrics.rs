@@ -103,9 +103,9 @@ pub struct Metrics {
     pub store_fault: AtomicI64,
     pub store_recoveries: AtomicU64,
     /// The dispatcher's and the delivery workers' counters (issue 4).
-    pub dispatch: crate::daemon::dispatch::DispatchMetrics,
+    pub dispatch: DispatchMetrics,
     /// The archiver's counters.
-    pub archive: crate::daemon::archive::ArchiveMetrics,
+    pub archive: ArchiveMetrics,
 }
 
 impl Metrics {
@@ -409,6 +409,206 @@ fn escape_label(v: &str) -> String {
         }
     }
     s
+}
+
+/// The dispatcher's counters, rendered with the daemon's metrics.
+#[derive(Debug, Default)]
+pub struct DispatchMetrics {
+    pub ticks: AtomicU64,
+    pub tenants_visited: AtomicU64,
+    pub rows_claimed: AtomicU64,
+    pub tick_us_sum: AtomicU64,
+    pub last_tick_us: AtomicU64,
+    /// Duration of each tick (plan, claim, marker cleanup).
+    pub tick_seconds: crate::daemon::metrics::Histogram,
+    /// Duration of each delivery attempt (the HTTP request to the sink).
+    pub attempt_seconds: crate::daemon::metrics::Histogram,
+    pub tick_errors: AtomicU64,
+    pub attempts: AtomicU64,
+    pub delivered: AtomicU64,
+    pub retried: AtomicU64,
+    pub dead: AtomicU64,
+    pub unrecorded: AtomicU64,
+    /// Inflight rows nobody delivered, returned to due by a later tick.
+    pub stranded_released: AtomicU64,
+    pub inflight: AtomicI64,
+    pub markers_deleted: AtomicU64,
+    pub markers_restored: AtomicU64,
+    /// Due rows quarantined because they did not decode.
+    pub quarantined: AtomicU64,
+    /// Missing first-row markers put back by the cleanup.
+    pub markers_healed: AtomicU64,
+    /// Marker cleanups that failed after their tick's claim (the claimed
+    /// rows are delivered all the same; the tenant is visited again).
+    pub cleanup_errors: AtomicU64,
+    pub reclaimed: AtomicU64,
+}
+
+impl DispatchMetrics {
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let counters: [(&str, &str, u64); 16] = [
+            (
+                "ankusa_dispatch_ticks_total",
+                "Dispatch ticks run.",
+                r(&self.ticks),
+            ),
+            (
+                "ankusa_dispatch_tenants_visited_total",
+                "Active tenants read by dispatch ticks.",
+                r(&self.tenants_visited),
+            ),
+            (
+                "ankusa_dispatch_rows_claimed_total",
+                "Rows claimed (due -> inflight).",
+                r(&self.rows_claimed),
+            ),
+            (
+                "ankusa_dispatch_tick_errors_total",
+                "Ticks that failed on a store error.",
+                r(&self.tick_errors),
+            ),
+            (
+                "ankusa_delivery_attempts_total",
+                "Delivery attempts made.",
+                r(&self.attempts),
+            ),
+            (
+                "ankusa_delivery_delivered_total",
+                "Rows delivered (2xx).",
+                r(&self.delivered),
+            ),
+            (
+                "ankusa_delivery_retried_total",
+                "Rows scheduled for a retry.",
+                r(&self.retried),
+            ),
+            (
+                "ankusa_delivery_dead_total",
+                "Rows dead-lettered.",
+                r(&self.dead),
+            ),
+            (
+                "ankusa_delivery_unrecorded_total",
+                "Outcomes that could not be committed (the next tick returns their rows to due).",
+                r(&self.unrecorded),
+            ),
+            (
+                "ankusa_dispatch_stranded_released_total",
+                "Inflight rows nobody was delivering (an unrecorded outcome, a store reopen) returned to due.",
+                r(&self.stranded_released),
+            ),
+            (
+                "ankusa_dispatch_markers_deleted_total",
+                "Stale active markers deleted.",
+                r(&self.markers_deleted),
+            ),
+            (
+                "ankusa_dispatch_markers_restored_total",
+                "Markers put back by the verify step.",
+                r(&self.markers_restored),
+            ),
+            (
+                "ankusa_dispatch_quarantined_total",
+                "Due rows moved to the quarantine because they did not decode.",
+                r(&self.quarantined),
+            ),
+            (
+                "ankusa_dispatch_markers_healed_total",
+                "Missing markers of a tenant's first due row put back by the cleanup.",
+                r(&self.markers_healed),
+            ),
+            (
+                "ankusa_dispatch_cleanup_errors_total",
+                "Marker cleanups that failed after a claim (claimed rows are still delivered).",
+                r(&self.cleanup_errors),
+            ),
+            (
+                "ankusa_reclaimed_hooks_total",
+                "Hooks deleted because no row owes them any more.",
+                r(&self.reclaimed),
+            ),
+        ];
+        for (name, help, v) in &counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        self.tick_seconds.render(
+            out,
+            "ankusa_dispatch_tick_seconds",
+            "Duration of dispatch ticks (plan, claim, marker cleanup).",
+        );
+        let name = "ankusa_dispatch_last_tick_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Duration of the latest dispatch tick.\n# TYPE {name} gauge\n{name} {}",
+            r(&self.last_tick_us) as f64 / 1e6
+        );
+        self.attempt_seconds.render(
+            out,
+            "ankusa_delivery_attempt_seconds",
+            "Duration of delivery attempts (request to response or failure).",
+        );
+        let name = "ankusa_delivery_inflight";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Deliveries in flight in this process.\n# TYPE {name} gauge\n{name} {}",
+            self.inflight.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// The archiver's counters.
+#[derive(Debug, Default)]
+pub struct ArchiveMetrics {
+    pub archived: AtomicU64,
+    pub files_opened: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub settle_errors: AtomicU64,
+    /// 1 while the archiver is failing (its obligations are piling up).
+    pub failing: AtomicI64,
+}
+
+impl ArchiveMetrics {
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for (name, help, v) in [
+            (
+                "ankusa_archive_hooks_total",
+                "Hooks appended to archive files and settled.",
+                r(&self.archived),
+            ),
+            (
+                "ankusa_archive_files_total",
+                "Archive files created.",
+                r(&self.files_opened),
+            ),
+            (
+                "ankusa_archive_write_errors_total",
+                "Archive writes or syncs that failed (nothing was settled).",
+                r(&self.write_errors),
+            ),
+            (
+                "ankusa_archive_settle_errors_total",
+                "Settle commits that failed after a synced write (the hooks are appended again).",
+                r(&self.settle_errors),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP ankusa_archive_failing 1 while archive writes are failing.\n# TYPE ankusa_archive_failing gauge\nankusa_archive_failing {}",
+            self.failing.load(Ordering::Relaxed)
+        );
+    }
 }
 
 #[cfg(test)]
