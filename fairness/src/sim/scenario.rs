@@ -307,7 +307,7 @@ pub struct FreshSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricSpec {
-    /// Metric name (see [`super::metrics::Metric`]).
+    /// Metric name (see [`Metric`]).
     pub metric: String,
     /// Role the metric is computed over; all tenants when absent.
     pub role: Option<String>,
@@ -541,14 +541,14 @@ fn check_defaults(file: &str, at: &str, d: &TenantDefaults) -> Result<(), Error>
 }
 
 fn check_metric(file: &str, at: &str, m: &MetricSpec) -> Result<(), Error> {
-    let metric = super::metrics::Metric::parse(&m.metric).ok_or_else(|| {
+    let metric = Metric::parse(&m.metric).ok_or_else(|| {
         invalid(
             file,
             &format!("{at}.metric"),
             format!(
                 "unknown metric `{}` (known: {})",
                 m.metric,
-                super::metrics::Metric::NAMES.join(", ")
+                Metric::NAMES.join(", ")
             ),
         )
     })?;
@@ -559,7 +559,7 @@ fn check_metric(file: &str, at: &str, m: &MetricSpec) -> Result<(), Error> {
             "this metric needs a window",
         ));
     }
-    if metric == super::metrics::Metric::WindowError && m.expect.is_none() {
+    if metric == Metric::WindowError && m.expect.is_none() {
         return Err(invalid(
             file,
             &format!("{at}.expect"),
@@ -610,5 +610,99 @@ pub fn load_all(dir: Option<&Path>) -> Result<Vec<Scenario>, Error> {
             }
             paths.iter().map(|p| Scenario::load(p)).collect()
         }
+    }
+}
+
+/// The metrics a scenario can name as primary or as a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Median wait (steps from due to claim) of served rows.
+    WaitP50,
+    /// 95th percentile wait.
+    WaitP95,
+    /// 99th percentile wait.
+    WaitP99,
+    /// Largest wait.
+    WaitMax,
+    /// Largest first-serve delay of a tenant's first episode.
+    FirstServeMax,
+    /// Largest first-serve delay of a returning episode (after a drain).
+    ReturnServeMax,
+    /// Smallest served / fair share over tenants with at least one row of fair share.
+    ShareRatio,
+    /// Rows served, optionally within `[from, until)`.
+    Served,
+    /// Rows served to the role among the first `window` claims from its first due step.
+    WindowServes,
+    /// Distance of `window_serves` from `expect`.
+    WindowError,
+    /// Jain's index of served / fair over every tenant that had work.
+    Jain,
+    /// Step at which everything was done (the run's length plus one if never).
+    DrainStep,
+    /// Served / fair share of a role taken as one class (max-min between roles); the
+    /// smallest over roles when no role is named.
+    ClassShare,
+    /// Jain's index of bytes served / fair bytes (the dominant-resource fluid split of
+    /// each step's rows and byte budget) over every tenant that had work.
+    ByteJain,
+}
+
+impl Metric {
+    /// Every metric name accepted in a scenario file.
+    pub const NAMES: &'static [&'static str] = &[
+        "wait_p50",
+        "wait_p95",
+        "wait_p99",
+        "wait_max",
+        "first_serve_max",
+        "return_serve_max",
+        "share_ratio",
+        "served",
+        "window_serves",
+        "window_error",
+        "jain",
+        "drain_step",
+        "class_share",
+        "byte_jain",
+    ];
+
+    /// Parse a metric name.
+    pub fn parse(s: &str) -> Option<Metric> {
+        Some(match s {
+            "wait_p50" => Metric::WaitP50,
+            "wait_p95" => Metric::WaitP95,
+            "wait_p99" => Metric::WaitP99,
+            "wait_max" => Metric::WaitMax,
+            "first_serve_max" => Metric::FirstServeMax,
+            "return_serve_max" => Metric::ReturnServeMax,
+            "share_ratio" => Metric::ShareRatio,
+            "served" => Metric::Served,
+            "window_serves" => Metric::WindowServes,
+            "window_error" => Metric::WindowError,
+            "jain" => Metric::Jain,
+            "drain_step" => Metric::DrainStep,
+            "class_share" => Metric::ClassShare,
+            "byte_jain" => Metric::ByteJain,
+            _ => return None,
+        })
+    }
+
+    /// Whether a larger value is better.
+    pub fn higher_is_better(self) -> bool {
+        matches!(
+            self,
+            Metric::ShareRatio
+                | Metric::Served
+                | Metric::Jain
+                | Metric::WindowServes
+                | Metric::ClassShare
+                | Metric::ByteJain
+        )
+    }
+
+    /// Whether the metric needs `window`.
+    pub fn needs_window(self) -> bool {
+        matches!(self, Metric::WindowServes | Metric::WindowError)
     }
 }
