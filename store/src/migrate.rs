@@ -408,7 +408,7 @@ impl<'a> Migration<'a> {
             self.finish()?;
             return Ok(StepOutcome::Finished);
         }
-        let taken = state(self.store).lookup.take();
+        let taken = with_state(self.store, |st| st.lookup.take());
         let mut lookup = match taken {
             Some(l) => l,
             None => Lookup::read(self.store, self.cursor.phase < Phase::Archive)?,
@@ -416,7 +416,7 @@ impl<'a> Migration<'a> {
         let out = self.step_with(&mut lookup);
         // Kept even after a failed step: the lookup only learns what a step
         // consumed once its batch is durable.
-        state(self.store).lookup = Some(lookup);
+        with_state(self.store, |st| st.lookup = Some(lookup));
         out
     }
 
@@ -536,7 +536,7 @@ impl<'a> Migration<'a> {
 
     fn run_pipelined(&mut self, progress: &mut impl FnMut(&Cursor)) -> Result<()> {
         let store = self.store;
-        let mut lookup = match state(store).lookup.take() {
+        let mut lookup = match with_state(store, |st| st.lookup.take()) {
             Some(l) => l,
             None if self.cursor.phase == Phase::Finish => Lookup::empty(),
             None => Lookup::read(store, self.cursor.phase < Phase::Archive)?,
@@ -583,7 +583,7 @@ impl<'a> Migration<'a> {
     /// learned ahead may describe writes that never happened, so they are
     /// read again from the store.
     fn reload(&mut self) {
-        state(self.store).lookup = None;
+        with_state(self.store, |st| st.lookup = None);
         self.pending = None;
         let cursor = match self.store.get(Family::Meta, meta::MIGRATING_3) {
             Ok(Some(b)) => Cursor::decode(&b).ok(),
@@ -624,7 +624,7 @@ impl<'a> Migration<'a> {
         self.store.commit(b, true)?;
         // Format 3 now: drop the lookup, and wait for the compaction the
         // migration deferred, so its cost is part of the migration's.
-        state(self.store).lookup = None;
+        with_state(self.store, |st| st.lookup = None);
         set_tuning(self.store, false)?;
         self.store.wait_for_compactions()?;
         let allocated = self.alloc_next().saturating_sub(1);
@@ -811,12 +811,13 @@ const INVALID: u32 = u32::MAX;
 /// while the due phase runs (`on`), and lifts them otherwise; a no-op when
 /// they already are as asked.
 fn set_tuning(store: &Store, on: bool) -> Result<()> {
-    let mut st = state(store);
-    if st.tuned != on {
-        store.set_migration_options(on)?;
-        st.tuned = on;
-    }
-    Ok(())
+    with_state(store, |st| {
+        if st.tuned != on {
+            store.set_migration_options(on)?;
+            st.tuned = on;
+        }
+        Ok(())
+    })
 }
 
 /// Waits for a step's write; a panic in it is a bug and stays a panic.
@@ -827,13 +828,25 @@ fn join(w: std::thread::ScopedJoinHandle<'_, Result<()>>) -> Result<()> {
     }
 }
 
-fn state(store: &Store) -> std::sync::MutexGuard<'_, HandleState> {
+/// Runs `f` on this handle's [`HandleState`], made on first use. The store
+/// keeps it opaque (the handle sits below the migration built on it); a
+/// slot holding anything else is replaced by a fresh state, which costs only
+/// a re-read of the lookup.
+fn with_state<R>(store: &Store, f: impl FnOnce(&mut HandleState) -> R) -> R {
     // The state is a cache and a flag: a panic elsewhere cannot leave it
     // half-updated in a way that matters.
-    store
+    let mut slot = store
         .migration
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !slot.as_ref().is_some_and(|b| b.is::<HandleState>()) {
+        *slot = Some(Box::new(HandleState::default()));
+    }
+    match slot.as_mut().and_then(|b| b.downcast_mut::<HandleState>()) {
+        Some(st) => f(st),
+        // Unreachable after the line above; a fresh state is still right.
+        None => f(&mut HandleState::default()),
+    }
 }
 
 /// What a step needs from the hooks and deliveries families, read once in

@@ -20,6 +20,12 @@ use crate::schema::Family;
 use crate::store::{Dir, Store};
 use crate::values::{ArchiveValue, DeadValue, DedupeValue, DeliveryRow, Envelope};
 
+/// Keys a bounded walk of one tenant's rows looks at most (a page of its
+/// dead keys, a purge chunk), kept rows included: such a walk may hold the
+/// dispatcher's row lock, so its work stays bounded even on a tenant whose
+/// newest rows are all being kept. Four purge chunks
+/// ([`crate::transitions::CHUNK`]).
+pub const VISIT_MAX: usize = 2_000;
 /// Undecodable rows one read hands back for the quarantine at most.
 pub const MAX_UNDECODABLE: usize = 64;
 
@@ -502,7 +508,7 @@ pub(crate) fn dead_keys_of_tenant(
     let mut stopped = false;
     let mut visited = 0usize;
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
-        if keys.len() >= limit || visited >= crate::transitions::VISIT_MAX {
+        if keys.len() >= limit || visited >= VISIT_MAX {
             stopped = true;
             return Ok(ControlFlow::Break(()));
         }

@@ -87,8 +87,9 @@ pub struct Store {
     path: PathBuf,
     mode: Mode,
     /// What a 2 → 3 migration keeps between its steps on this handle (the
-    /// console runs one step per call); empty otherwise.
-    pub(crate) migration: Mutex<crate::migrate::HandleState>,
+    /// console runs one step per call): `migrate`'s own state, opaque here
+    /// so the handle does not depend on the migration built on it.
+    pub(crate) migration: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// Armed fault points (tests only; see [`crate::faults`]).
     pub(crate) faults: crate::faults::Faults,
 }
@@ -366,7 +367,7 @@ impl Store {
             generation: AtomicU64::new(0),
             path: path.to_path_buf(),
             mode,
-            migration: Mutex::default(),
+            migration: Mutex::new(None),
             faults: crate::faults::Faults::from_env(),
         }
     }

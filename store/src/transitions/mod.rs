@@ -46,10 +46,9 @@ use crate::values::{
 /// Rows per purge/recovery chunk: one synced batch each.
 pub const CHUNK: usize = 500;
 
-/// Keys a purge chunk looks at most, rows it keeps (newer than the purge)
-/// included: a chunk holds the dispatcher's row lock, so its work must stay
-/// bounded even on a tenant whose newest rows are all being kept.
-pub const VISIT_MAX: usize = 4 * CHUNK;
+pub use crate::queries::VISIT_MAX;
+// A purge chunk must fit in the keys it may look at.
+const _: () = assert!(VISIT_MAX >= CHUNK);
 
 fn pending_field(kind: Kind) -> Field {
     match kind {
