@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ankusa_store::{Store, StoreError, WriteFault};
+use ankusa_store::{Store, StoreError};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -40,11 +40,6 @@ pub const RECHECK: Duration = Duration::from_millis(500);
 /// How long a reopen waits for operations in progress on the old handle.
 pub const REOPEN_WAIT: Duration = Duration::from_secs(5);
 
-/// The JSON of a fault, as `/healthz` and the admin API's stats show it.
-pub fn fault_json(f: &WriteFault) -> serde_json::Value {
-    json!({"since_ms": f.since_ms, "error": f.error, "failed_writes": f.failed_writes})
-}
-
 /// `GET /healthz`.
 pub fn readiness(store: &Store) -> Response {
     match store.write_fault() {
@@ -56,7 +51,8 @@ pub fn readiness(store: &Store) -> Response {
                 "status": "unavailable",
                 "reason": "store_fault",
                 "message": "the store refuses writes; the node recovers by itself when the cause is gone",
-                "store_fault": fault_json(&f),
+                // The admin API's shape of a fault (`daemon.store_fault`).
+                "store_fault": ankusa_ops::model::StoreFault::from(f),
             })),
         )
             .into_response(),
@@ -98,7 +94,7 @@ pub async fn recover_loop(
     loop {
         tokio::select! {
             _ = tokio::time::sleep(RECHECK) => {}
-            _ = async { let _ = stop.wait_for(|s| *s).await; } => return,
+            _ = super::listener::stopped(&mut stop) => return,
         }
         if store.write_fault().is_none() {
             metrics.store_fault.store(0, Ordering::Relaxed);

@@ -448,15 +448,7 @@ async fn metrics_parse_and_the_queue_gauges_equal_the_counters() {
         .await
         .unwrap();
     // The ingest listener serves the same families.
-    let ingest_text = api
-        .c
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let ingest_text = common::metrics_text(&api.c, &d).await;
     for t in [&text, &ingest_text] {
         let scrape =
             prometheus_parse::Scrape::parse(t.lines().map(|l| Ok(l.to_owned()))).expect("parses");

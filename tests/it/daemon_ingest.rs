@@ -85,14 +85,7 @@ async fn accepted_hooks_become_due_rows_under_their_tenant_with_counters_to_matc
         assert_eq!(status, 202, "{v}");
         shared.push(v["id"].as_str().unwrap().to_owned());
     }
-    let metrics = c
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics_text(&c, &d).await;
     assert!(
         metrics.contains("ankusa_ingest_requests_total{outcome=\"accepted\"} 10"),
         "{metrics}"
@@ -337,14 +330,7 @@ async fn every_refusal_has_its_status_and_stable_code_and_stores_nothing() {
     let (st, _, v) = json_of(c.get(format!("{}/elsewhere", d.base)).send().await.unwrap()).await;
     assert_eq!((st, v["error"].as_str()), (404, Some("not_found")));
 
-    let metrics = c
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics_text(&c, &d).await;
     for (code, n) in [
         ("token_invalid", 2),
         ("body_too_large", 2),

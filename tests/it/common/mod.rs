@@ -221,17 +221,22 @@ pub fn now_s() -> u64 {
         .as_secs()
 }
 
-/// Reads one counter from the daemon's `/metrics`.
-pub async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
-    let text = c
-        .get(format!("{}/metrics", d.base))
+/// The daemon's `/metrics` text, from its ingest listener.
+pub async fn metrics_text(c: &reqwest::Client, d: &Daemon) -> String {
+    c.get(format!("{}/metrics", d.base))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
-    text.lines()
+        .unwrap()
+}
+
+/// Reads one counter from the daemon's `/metrics`.
+pub async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
+    metrics_text(c, d)
+        .await
+        .lines()
         .find_map(|l| {
             l.strip_prefix(name)?
                 .strip_prefix(' ')?
