@@ -81,6 +81,10 @@ pub enum StoreError {
     #[error("tenant limit reached: {max} tenants exist, refusing new tenant")]
     TenantLimit { max: u32 },
 
+    /// A request the store cannot represent (a pause naming nothing).
+    #[error("{0}")]
+    Invalid(String),
+
     #[error("tenant ordinals exhausted")]
     OrdinalsExhausted,
 

@@ -16,6 +16,8 @@
 //! - [`tenants`]: ordinals, the writer's allocator, tenant pages.
 //! - [`queries`]: bounded reads (counters, active index, DLQ pages, gauges).
 //! - [`dedupe`]: idempotency-key expiry sweep.
+//! - [`pauses`]: paused tenants and sinks; parked rows.
+//! - [`sinks`]: the sink catalog the daemon writes at boot.
 //! - [`quarantine`]: rows that do not decode, moved aside with their counts.
 //! - [`repair`]: `store repair`, what derives rebuilt, what cannot decode quarantined.
 //! - [`check`]: the offline audit behind `ankusa store check`.
@@ -42,11 +44,13 @@ pub mod jobs;
 pub mod keys;
 pub mod lock;
 pub mod migrate;
+pub mod pauses;
 pub mod quarantine;
 pub mod queries;
 pub mod repair;
 pub mod rows;
 pub mod schema;
+pub mod sinks;
 pub mod store;
 pub mod tenants;
 pub mod transitions;

@@ -673,6 +673,14 @@ pub fn hook(store: &Store, seq: u64) -> Result<Option<Envelope>> {
     }
 }
 
+/// The source id of a hook (`None` once the hook is gone).
+pub fn hook_source(store: &Store, seq: u64) -> Result<Option<String>> {
+    match store.get(Family::Hooks, &keys::hook_key(seq))? {
+        Some(b) => Ok(Some(Envelope::decode_source(&b)?)),
+        None => Ok(None),
+    }
+}
+
 /// A delivery row.
 pub fn delivery(store: &Store, seq: u64, sink: u16) -> Result<Option<DeliveryRow>> {
     match store.get(Family::Deliveries, &keys::delivery_key(seq, sink))? {

@@ -221,6 +221,21 @@ impl Envelope {
         out
     }
 
+    /// The source id alone: what a pause check needs, without copying the
+    /// headers and body.
+    pub fn decode_source(b: &[u8]) -> Result<String, DecodeError> {
+        let mut r = Reader::new(b, "hook envelope");
+        let v = r.u8()?;
+        if v != ENVELOPE_V1 {
+            return Err(DecodeError::new(
+                "hook envelope",
+                format!("unknown version {v}"),
+            ));
+        }
+        r.u64()?;
+        r.str16()
+    }
+
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(b, "hook envelope");
         let v = r.u8()?;

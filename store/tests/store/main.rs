@@ -8,4 +8,5 @@
 mod common;
 mod migrate;
 mod open;
+mod pauses;
 mod transitions;
