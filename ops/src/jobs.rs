@@ -45,12 +45,12 @@ fn internal(e: impl std::fmt::Display) -> OpsError {
     OpsError::Internal(e.to_string())
 }
 
-fn writable(store: &Store) -> Result<()> {
+pub(crate) fn writable(store: &Store) -> Result<()> {
     if matches!(store.mode(), ankusa_store::Mode::Primary) {
         Ok(())
     } else {
         Err(OpsError::Conflict(
-            "the store is open read-only here: purge and replay need the daemon, or the store opened as its writer".into(),
+            "the store is open read-only here: purge, replay, pause and resume need the daemon, or the store opened as its writer".into(),
         ))
     }
 }
@@ -90,6 +90,7 @@ fn action_scope(job: &Job) -> (&'static str, String) {
     match &job.spec {
         JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
         JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
+        JobSpec::Resume { scope, .. } => ("resume", scope.to_string()),
     }
 }
 
@@ -200,6 +201,19 @@ fn audit_batch(b: &mut Batch, rec: &AuditRecord) -> Result<()> {
     let bytes = serde_json::to_vec(rec).map_err(internal)?;
     audit::append(b, rec.at, &bytes);
     Ok(())
+}
+
+/// Adds an audit record of a one-step action (pause, resume) to `b`.
+pub(crate) fn audit_in(
+    b: &mut Batch,
+    who: &Principal,
+    action: &str,
+    scope: &str,
+    outcome: &str,
+    rows: u64,
+    at: u64,
+) -> Result<()> {
+    audit_batch(b, &record(who, action, scope, outcome, rows, at, None))
 }
 
 /// Audits a maintenance action run directly on a stopped store (`store
@@ -316,6 +330,20 @@ fn create(
     estimate: u64,
     now: u64,
 ) -> Result<Job> {
+    create_with(store, who, spec, scope, estimate, now, |_| Ok(()))
+}
+
+/// Creates a job with `extra` operations in its first batch (a resume
+/// lifts its pause there).
+pub(crate) fn create_with(
+    store: &Store,
+    who: &Principal,
+    spec: JobSpec,
+    scope: &str,
+    estimate: u64,
+    now: u64,
+    extra: impl FnOnce(&mut Batch) -> Result<()>,
+) -> Result<Job> {
     let _one_at_a_time = CREATING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -330,14 +358,13 @@ fn create(
         progress: JobProgress::default(),
         cursor: None,
         replay_after: None,
+        unpark: None,
         finished_at: None,
         error: None,
     };
-    let action = match job.spec {
-        JobSpec::Purge { .. } => "purge",
-        JobSpec::Replay { .. } => "replay",
-    };
+    let (action, _) = action_scope(&job);
     let mut b = Batch::new();
+    extra(&mut b)?;
     put_job(&mut b, &job)?;
     audit_batch(
         &mut b,
@@ -415,6 +442,9 @@ pub fn run(
         } => run_purge(store, &mut job, ord, kinds, max_seq, stop, &mut progress),
         JobSpec::Replay { request, ord } => {
             run_replay(store, &mut job, &request, ord, now, stop, &mut progress)
+        }
+        JobSpec::Resume { scope, ord } => {
+            run_resume(store, &mut job, &scope, ord, now, stop, &mut progress)
         }
     };
     let finished = match outcome {
@@ -545,6 +575,43 @@ fn run_purge(
         }
         progress(job);
         if done {
+            return Ok(true);
+        }
+    }
+}
+
+fn run_resume(
+    store: &Store,
+    job: &mut Job,
+    scope: &ankusa_store::pauses::Scope,
+    ord: Option<u32>,
+    now: &dyn Fn() -> u64,
+    stop: &AtomicBool,
+    progress: &mut impl FnMut(&Job),
+) -> Result<bool> {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut cursor = job.unpark.unwrap_or_default();
+        let base = job.clone();
+        let mut encode_err = None;
+        let u =
+            crate::pauses::unpark_chunk(store, scope, ord, &mut cursor, now(), |b, u, next| {
+                let mut rec = base;
+                rec.progress.resumed += u.rows;
+                rec.unpark = Some(*next);
+                if let Err(e) = put_job(b, &rec) {
+                    encode_err = Some(e);
+                }
+            })?;
+        if let Some(e) = encode_err {
+            return Err(e);
+        }
+        job.progress.resumed += u.rows;
+        job.unpark = Some(cursor);
+        progress(job);
+        if u.done {
             return Ok(true);
         }
     }

@@ -66,6 +66,9 @@ pub struct TenantsPage {
     pub tenants: Vec<TenantInfo>,
     /// Pass as `cursor` for the next page; absent on the last one.
     pub next: Option<String>,
+    /// Ids of the tenants on this page that are paused as a whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused: Vec<String>,
 }
 
 /// `GET /v1/admin/tenants/{tenant}`.
@@ -80,6 +83,10 @@ pub struct TenantDetail {
     pub oldest_due_age_ms: Option<u64>,
     /// The five newest dead rows.
     pub latest_dead: Vec<DlqEntry>,
+    /// Pauses that hold this tenant's rows: of the tenant, of a sink for
+    /// it, and of a sink for every tenant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused: Vec<PauseView>,
 }
 
 /// One DLQ row with its tenant's id.
@@ -285,6 +292,9 @@ pub struct Job {
     /// How far a range replay has got (committed with each chunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_after: Option<ankusa_store::queries::DlqCursor>,
+    /// How far a resume's unpark walk has got (committed with each chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpark: Option<ankusa_store::transitions::UnparkCursor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,11 +313,14 @@ pub enum JobState {
 pub struct JobProgress {
     pub purged: PurgeCounts,
     pub replayed: u64,
+    /// Parked rows a resume made due again.
+    #[serde(default)]
+    pub resumed: u64,
 }
 
 impl JobProgress {
     pub fn rows(&self) -> u64 {
-        self.purged.total() + self.replayed
+        self.purged.total() + self.replayed + self.resumed
     }
 }
 
@@ -327,6 +340,12 @@ pub enum JobSpec {
     Replay {
         request: ReplayRequest,
         /// The tenant's ordinal when the request names one.
+        ord: Option<u32>,
+    },
+    /// Unparks the rows a sink pause parked, once the pause is lifted.
+    Resume {
+        scope: ankusa_store::pauses::Scope,
+        /// The tenant's ordinal when the scope names one.
         ord: Option<u32>,
     },
 }
@@ -364,4 +383,69 @@ pub struct AuditPage {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobsPage {
     pub jobs: Vec<Job>,
+}
+
+/// `POST /v1/admin/pauses` and `POST /v1/admin/pauses/resume`: the scope,
+/// a tenant, a sink (`source/sink`, the sink by name or position), or both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<String>,
+}
+
+/// One pause in force, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseView {
+    /// `tenant acme`, `sink shop/0`, `sink shop/0 for tenant acme`.
+    pub label: String,
+    #[serde(flatten)]
+    pub pause: ankusa_store::pauses::Pause,
+}
+
+/// `GET /v1/admin/pauses`: every pause the caller may see.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PausesPage {
+    pub pauses: Vec<PauseView>,
+}
+
+/// What `pause` answered: the pause in force, and whether this call put it
+/// there (`false`: it already was).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Paused {
+    pub pause: PauseView,
+    pub created: bool,
+}
+
+/// What `resume` answered: the pause lifted, and the job unparking its
+/// rows when the scope names a sink.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Resumed {
+    pub pause: PauseView,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<Job>,
+}
+
+/// One sink of the node, from the store's sink catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkView {
+    pub source: String,
+    /// Position in the source's sinks (the `sink` of its rows).
+    pub index: u16,
+    pub name: String,
+    /// `scheme://host[:port]`.
+    pub endpoint: String,
+    /// Paused for every tenant.
+    pub paused: bool,
+    /// Tenants it is paused for alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused_for: Vec<String>,
+}
+
+/// `GET /v1/admin/sinks`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SinksPage {
+    pub sinks: Vec<SinkView>,
 }

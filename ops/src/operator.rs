@@ -18,11 +18,11 @@ use ankusa_store::Store;
 use crate::access::Principal;
 use crate::client::Client;
 use crate::model::{
-    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, PurgeRequest, ReplayRequest, TenantDetail,
-    TenantsPage,
+    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, PauseRequest, Paused, PausesPage,
+    PurgeRequest, ReplayRequest, Resumed, SinksPage, TenantDetail, TenantsPage,
 };
 use crate::routes::{self, encode as enc};
-use crate::{jobs, reads, Result};
+use crate::{jobs, pauses, reads, Result};
 
 /// Where operations go. `S` is how the store is held: owned (`Box<Store>`,
 /// the command line) or lent (`&Store`, the console).
@@ -154,6 +154,43 @@ impl<S: Deref<Target = Store>> Operator<S> {
                 } else {
                     jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
                 }
+            }
+        }
+    }
+
+    /// The node's sinks and their pauses.
+    pub fn sinks(&self) -> Result<SinksPage> {
+        match self {
+            Operator::Daemon(c) => c.get(routes::SINKS),
+            Operator::Store { store, who } => reads::sinks(store, who),
+        }
+    }
+
+    /// The pauses in force that the caller may see.
+    pub fn pauses(&self) -> Result<PausesPage> {
+        match self {
+            Operator::Daemon(c) => c.get(routes::PAUSES),
+            Operator::Store { store, who } => pauses::list(store, who),
+        }
+    }
+
+    /// Pauses a tenant, a sink, or a sink for one tenant.
+    pub fn pause(&self, req: &PauseRequest) -> Result<Paused> {
+        match self {
+            Operator::Daemon(c) => c.post(routes::PAUSES, req),
+            Operator::Store { store, who } => {
+                pauses::pause(store, who, req, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
+    /// Lifts a pause; for a sink, the answer holds the job unparking its
+    /// rows (follow it with [`Operator::finish`]).
+    pub fn resume(&self, req: &PauseRequest) -> Result<Resumed> {
+        match self {
+            Operator::Daemon(c) => c.post(routes::RESUME, req),
+            Operator::Store { store, who } => {
+                pauses::resume(store, who, req, ankusa_store::system_now_ms())
             }
         }
     }

@@ -7,13 +7,15 @@
 //! family. A tenant-scoped caller's DLQ reads scan only its tenant's `X`
 //! range.
 
+use ankusa_store::pauses;
 use ankusa_store::queries::{self, DlqCursor, DlqOrder};
 use ankusa_store::tenants::{self, Name};
 use ankusa_store::{Field, HookId, Store};
 
 use crate::access::Principal;
 use crate::model::{
-    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, Stats, TenantDetail, TenantsPage,
+    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, PauseView, SinkView, SinksPage,
+    Stats, TenantDetail, TenantsPage,
 };
 use crate::{OpsError, Result};
 
@@ -57,6 +59,28 @@ pub fn tenants_page(
     cursor: Option<&str>,
     limit: usize,
 ) -> Result<TenantsPage> {
+    let mut page = tenants_rows(store, who, sort, cursor, limit)?;
+    let paused: std::collections::HashSet<String> = pauses::list(store)?
+        .into_iter()
+        .filter(|p| p.scope.sink.is_none())
+        .filter_map(|p| p.scope.tenant)
+        .collect();
+    page.paused = page
+        .tenants
+        .iter()
+        .filter(|t| paused.contains(&t.id))
+        .map(|t| t.id.clone())
+        .collect();
+    Ok(page)
+}
+
+fn tenants_rows(
+    store: &Store,
+    who: &Principal,
+    sort: Option<&str>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<TenantsPage> {
     let limit = page_size(limit)?;
     if let Some(own) = &who.tenant {
         let ord = who.tenant_ord(store, own)?;
@@ -68,6 +92,7 @@ pub fn tenants_page(
                 counters,
             }],
             next: None,
+            paused: Vec::new(),
         });
     }
     let bad_cursor = |c: &str| OpsError::BadRequest(format!("bad cursor {c:?}"));
@@ -84,6 +109,7 @@ pub fn tenants_page(
             Ok(TenantsPage {
                 tenants: list,
                 next,
+                paused: Vec::new(),
             })
         }
         Some(f) => {
@@ -107,6 +133,7 @@ pub fn tenants_page(
             Ok(TenantsPage {
                 tenants: list,
                 next,
+                paused: Vec::new(),
             })
         }
     }
@@ -121,8 +148,17 @@ pub fn tenant_detail(
 ) -> Result<TenantDetail> {
     let ord = who.tenant_ord(store, tenant)?;
     let counters = queries::counters(store, ord)?;
-    let first = queries::first_due(store, ord)?;
+    // A parked row's due time is a placeholder, not a time to show.
+    let first = queries::first_due(store, ord)?.filter(|r| r.at < pauses::PARKED_AT);
     let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
+    let paused = pauses::list(store)?
+        .into_iter()
+        .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
+        .map(|pause| PauseView {
+            label: pause.scope.to_string(),
+            pause,
+        })
+        .collect();
     Ok(TenantDetail {
         tenant: tenant.to_owned(),
         ord,
@@ -137,7 +173,39 @@ pub fn tenant_detail(
                 row,
             })
             .collect(),
+        paused,
     })
+}
+
+/// The node's sinks (the catalog the daemon wrote at boot) with their
+/// pauses. A tenant caller sees every sink and only its own tenant pauses.
+pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
+    let all = pauses::list(store)?;
+    let sinks = ankusa_store::sinks::catalog(store)?
+        .into_iter()
+        .map(|e| {
+            let mine = |p: &&pauses::Pause| {
+                p.scope
+                    .sink
+                    .as_ref()
+                    .is_some_and(|s| s.source == e.source && s.sink == e.index)
+            };
+            SinkView {
+                paused: all.iter().filter(mine).any(|p| p.scope.tenant.is_none()),
+                paused_for: all
+                    .iter()
+                    .filter(mine)
+                    .filter_map(|p| p.scope.tenant.clone())
+                    .filter(|t| who.tenant.as_ref().is_none_or(|own| own == t))
+                    .collect(),
+                source: e.source,
+                index: e.index,
+                name: e.name,
+                endpoint: e.endpoint,
+            }
+        })
+        .collect();
+    Ok(SinksPage { sinks })
 }
 
 /// A DLQ page, newest first (or oldest first): one tenant's, or (admin

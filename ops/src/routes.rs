@@ -22,6 +22,12 @@ pub const JOBS: &str = "/v1/admin/jobs";
 pub const JOB: &str = "/v1/admin/jobs/{id}";
 /// `GET`: the audit log (admin).
 pub const AUDIT: &str = "/v1/admin/audit";
+/// `GET`: the pauses in force; `POST`: pause a scope.
+pub const PAUSES: &str = "/v1/admin/pauses";
+/// `POST`: resume a paused scope.
+pub const RESUME: &str = "/v1/admin/pauses/resume";
+/// `GET`: the node's sinks.
+pub const SINKS: &str = "/v1/admin/sinks";
 /// `GET`: Prometheus metrics (admin).
 pub const METRICS: &str = "/metrics";
 

@@ -181,8 +181,9 @@ fn measure_cell(
         for _ in 0..ticks {
             let tick_now = ankusa_store::system_now_ms();
             let s = Instant::now();
+            let paused = ankusa_store::pauses::Paused::load(&store)?;
             let plan = plan_tick(
-                &store, &mut sched, &mut set, tick_now, &settings, &inflight, 0,
+                &store, &mut sched, &mut set, tick_now, &settings, &inflight, 0, &paused,
             )?;
             samples.push(s.elapsed().as_secs_f64() * 1000.0);
             planned = plan.rows();

@@ -4,6 +4,7 @@
 mod backend;
 mod dlq_cmd;
 mod migrate_cmd;
+mod pause_cmd;
 mod store_cmd;
 mod tenants_cmd;
 
@@ -37,6 +38,10 @@ pub enum Command {
     /// one runs, else on the store directly).
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// The node's sinks; pause and resume one (through the daemon when one
+    /// runs, else on the store directly).
+    #[command(subcommand)]
+    Sinks(SinksCommand),
     /// Self-asserting benchmarks (exit 1 when the assertion fails).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -289,6 +294,96 @@ pub enum TenantsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Pause a tenant (or one sink for it): its rows stay queued and are not
+    /// delivered until it is resumed. Nothing is lost; inflight deliveries
+    /// finish.
+    Pause {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        scope: SinkScope,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a paused tenant (or one sink for it): its rows are due at once.
+    Resume {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        scope: SinkScope,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An optional sink, to narrow a tenant's pause to one sink.
+#[derive(Debug, Args, Clone)]
+pub struct SinkScope {
+    /// Only this sink, as SOURCE/SINK (the sink by name or position).
+    #[arg(long, value_name = "SOURCE/SINK")]
+    pub sink: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SinksCommand {
+    /// Every sink of the node (the configuration the daemon last booted
+    /// with) and its pauses.
+    List {
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One sink and its pauses.
+    Show {
+        /// SOURCE/SINK (the sink by name or position).
+        sink: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a sink for every tenant: its rows stay queued (parked) and are
+    /// not delivered until it is resumed.
+    Pause {
+        /// SOURCE/SINK (the sink by name or position).
+        sink: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a paused sink: its parked rows are due at once.
+    Resume {
+        /// SOURCE/SINK (the sink by name or position).
+        sink: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -446,6 +541,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Store(c) => store_cmd::run(c),
         Command::Tenants(c) => tenants_cmd::run(c),
         Command::Dlq(c) => dlq_cmd::run(c),
+        Command::Sinks(c) => pause_cmd::sinks(c),
         Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
             crate::bench::gauges::run(quick, json, dir)
         }

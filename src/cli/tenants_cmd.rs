@@ -113,6 +113,20 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             }
             Ok(backend::exit_code(&done))
         }
+        TenantsCommand::Pause {
+            tenant,
+            scope,
+            store,
+            admin,
+            json,
+        } => super::pause_cmd::pause(Some(tenant), scope.sink, &store, admin, json),
+        TenantsCommand::Resume {
+            tenant,
+            scope,
+            store,
+            admin,
+            json,
+        } => super::pause_cmd::resume(Some(tenant), scope.sink, &store, admin, json),
     }
 }
 

@@ -41,8 +41,8 @@ use super::clock::SharedClock;
 use super::config::AdminSettings;
 use super::metrics::Metrics;
 use ankusa_ops::access::{self, Peer, Principal};
-use ankusa_ops::model::{DaemonInfo, Job, JobsPage, PurgeRequest, ReplayRequest};
-use ankusa_ops::{jobs, reads, routes, OpsError};
+use ankusa_ops::model::{DaemonInfo, Job, JobsPage, PauseRequest, PurgeRequest, ReplayRequest};
+use ankusa_ops::{jobs, pauses, reads, routes, OpsError};
 
 /// Runs jobs on blocking threads and stops them on shutdown.
 #[derive(Default)]
@@ -319,6 +319,9 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route(routes::JOBS, get(jobs_list))
         .route(routes::JOB, get(job))
         .route(routes::AUDIT, get(audit))
+        .route(routes::SINKS, get(sinks_list))
+        .route(routes::PAUSES, get(pauses_list).post(pause))
+        .route(routes::RESUME, post(resume_pause))
         .route(routes::METRICS, get(metrics))
         .fallback(|| async {
             ApiError(OpsError::NotFound(
@@ -454,6 +457,55 @@ async fn replay(
     let job = blocking(move || jobs::start_replay(&st.store, &who, &req, now)).await?;
     s.jobs.spawn(s.store.clone(), s.clock.clone(), job.clone());
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+}
+
+async fn sinks_list(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let page = blocking(move || reads::sinks(&s.store, &who)).await?;
+    Ok(Json(page).into_response())
+}
+
+async fn pauses_list(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let page = blocking(move || pauses::list(&s.store, &who)).await?;
+    Ok(Json(page).into_response())
+}
+
+async fn pause(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(req): ApiBody<PauseRequest>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let p = blocking(move || pauses::pause(&s.store, &who, &req, now)).await?;
+    let status = if p.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(p)).into_response())
+}
+
+async fn resume_pause(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(req): ApiBody<PauseRequest>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let st = s.clone();
+    let r = blocking(move || pauses::resume(&st.store, &who, &req, now)).await?;
+    if let Some(job) = &r.job {
+        s.jobs.spawn(s.store.clone(), s.clock.clone(), job.clone());
+    }
+    Ok(Json(r).into_response())
 }
 
 async fn dlq(

@@ -431,6 +431,9 @@ pub struct SourceConfig {
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
     pub url: String,
+    /// What operators call the sink (`SOURCE/NAME`); its position in the
+    /// list when unset. Letters, digits, `-`, `_`, `.`; not all digits.
+    pub name: Option<String>,
     #[serde(default = "default_sink_timeout")]
     pub timeout: Dur<100, 300_000>,
     #[serde(default = "default_max_attempts")]
@@ -524,6 +527,34 @@ pub struct Source {
     /// webhook-id first.
     pub keep_headers: Vec<HeaderName>,
     pub sinks: Vec<SinkConfig>,
+}
+
+impl Source {
+    /// The source's sinks as the store's catalog records them: the name (or
+    /// the position) and the URL's scheme, host and port only.
+    pub fn catalog(&self) -> Vec<ankusa_store::sinks::SinkEntry> {
+        self.sinks
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let endpoint = reqwest::Url::parse(&k.url)
+                    .map(|u| {
+                        let host = u.host_str().unwrap_or("");
+                        match u.port() {
+                            Some(p) => format!("{}://{host}:{p}", u.scheme()),
+                            None => format!("{}://{host}", u.scheme()),
+                        }
+                    })
+                    .unwrap_or_default();
+                ankusa_store::sinks::SinkEntry {
+                    source: self.id.clone(),
+                    index: u16::try_from(i).unwrap_or(u16::MAX),
+                    name: k.name.clone().unwrap_or_else(|| i.to_string()),
+                    endpoint,
+                }
+            })
+            .collect()
+    }
 }
 
 impl fmt::Debug for Source {
@@ -771,7 +802,25 @@ fn check_source(
         ));
     }
     let mut sinks = s.sinks;
+    let mut names = HashSet::new();
     for (i, sink) in sinks.iter_mut().enumerate() {
+        if let Some(n) = &sink.name {
+            let ok = !n.is_empty()
+                && n.len() <= MAX_SOURCE_ID
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                && !n.bytes().all(|b| b.is_ascii_digit());
+            if !ok {
+                return Err(format!(
+                    "source `{id}`: sources.sinks[{i}].name `{n}`: must be 1 to {MAX_SOURCE_ID} characters of A-Z a-z 0-9 - _ . and not all digits (a position names the sink already)"
+                ));
+            }
+            if !names.insert(n.clone()) {
+                return Err(format!(
+                    "source `{id}`: sources.sinks[{i}].name `{n}` is used by two sinks of the source"
+                ));
+            }
+        }
         if let Some(Secret(sec)) = &sink.signing_secret {
             sink.signing_key =
                 Some(crate::daemon::signature::decode_secret(sec).map_err(|m| {

@@ -414,6 +414,7 @@ mod tests {
 
     fn sink() -> SinkConfig {
         SinkConfig {
+            name: None,
             url: "http://127.0.0.1:9/".into(),
             timeout: Dur(Duration::from_secs(1)),
             max_attempts: Int(5),

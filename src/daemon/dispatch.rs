@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_fairness::{Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_store::pauses::Paused;
 use ankusa_store::quarantine::Undecodable;
 use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, Kind, Store, StoreError};
 use tokio::sync::{watch, Notify};
@@ -118,6 +119,8 @@ pub struct TickPlan {
     pub markers: Vec<Visit>,
     /// Due rows met that do not decode: the claim quarantines them.
     pub bad: Vec<Undecodable>,
+    /// Due rows of a paused sink: the claim parks them.
+    pub park: Vec<DueRow>,
 }
 
 /// One visited tenant, as its marker cleanup needs it.
@@ -195,9 +198,16 @@ impl ActiveSet {
         Ok(())
     }
 
-    /// The `limit` tenants waiting longest (oldest second, then ordinal).
-    fn pick(&self, limit: usize) -> Vec<queries::ActiveTenant> {
-        let mut all: Vec<(u64, u32)> = self.oldest.iter().map(|(&o, &b)| (b, o)).collect();
+    /// The `limit` tenants waiting longest (oldest second, then ordinal),
+    /// paused tenants left out: they take no place in the window and are
+    /// not offered to the scheduler, like a tenant with nothing ready.
+    fn pick(&self, limit: usize, paused: &Paused) -> Vec<queries::ActiveTenant> {
+        let mut all: Vec<(u64, u32)> = self
+            .oldest
+            .iter()
+            .filter(|(&o, _)| !paused.tenant(o))
+            .map(|(&o, &b)| (b, o))
+            .collect();
         if all.len() > limit {
             all.select_nth_unstable(limit);
             all.truncate(limit);
@@ -239,6 +249,7 @@ impl ActiveSet {
 
 /// The read side of a tick: active tenants, their head rows, the
 /// scheduler's choice. No row writes; what `bench dispatch-tick` measures.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_tick(
     store: &Store,
     sched: &mut Scheduler,
@@ -247,11 +258,13 @@ pub fn plan_tick(
     s: &DispatchSettings,
     inflight: &HashMap<u32, u32>,
     global_inflight: u64,
+    paused: &Paused,
 ) -> Result<TickPlan, StoreError> {
     set.refresh(store, now)?;
-    let active = set.pick(s.scan_tenants);
+    let active = set.pick(s.scan_tenants, paused);
     let mut visits: Vec<Visit> = Vec::with_capacity(active.len());
     let mut bad = Vec::new();
+    let mut park = Vec::new();
     let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(active.len());
     let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
     for a in &active {
@@ -277,6 +290,24 @@ pub fn plan_tick(
             Some(r) => Some(ankusa_store::keys::bucket_of(r.at)),
             None if room == 0 => Some(a.bucket),
             None => None,
+        };
+        // Rows of a paused sink are set aside for parking, so they neither
+        // go out nor keep the tenant's other sinks waiting behind them.
+        let rows = if paused.is_empty() {
+            rows
+        } else {
+            let mut kept = Vec::with_capacity(rows.len());
+            for r in rows {
+                let held = paused.may_cover(r.sink)
+                    && queries::hook_source(store, r.seq)?
+                        .is_some_and(|src| paused.row(a.ord, &src, r.sink));
+                if held {
+                    park.push(r);
+                } else {
+                    kept.push(r);
+                }
+            }
+            kept
         };
         let mut markers = set.visited(a.ord, first);
         if markers.is_empty() {
@@ -334,6 +365,7 @@ pub fn plan_tick(
         claims,
         markers: visits,
         bad,
+        park,
     })
 }
 
@@ -498,6 +530,8 @@ impl Dispatcher {
         // purge must not delete a row this tick is about to claim.
         let rows_guard = ankusa_ops::rowlock::hold();
         self.release_stranded(now);
+        let paused = Paused::load(&self.store)?;
+        self.note_pauses(&paused);
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
@@ -514,11 +548,15 @@ impl Dispatcher {
                 &self.settings,
                 &self.inflight.snapshot(),
                 self.inflight.total(),
+                &paused,
             )?
         };
         let mut out = Vec::with_capacity(plan.rows());
-        if plan.rows() > 0 || !plan.bad.is_empty() {
+        if plan.rows() > 0 || !plan.bad.is_empty() || !plan.park.is_empty() {
             let mut b = Batch::new();
+            for r in &plan.park {
+                transitions::park(&mut b, r);
+            }
             let mut claimed = Vec::with_capacity(plan.rows());
             for rows in &plan.claims {
                 for r in rows {
@@ -539,6 +577,10 @@ impl Dispatcher {
                 .dispatch
                 .quarantined
                 .fetch_add(plan.bad.len() as u64, Ordering::Relaxed);
+            self.metrics
+                .dispatch
+                .parked
+                .fetch_add(plan.park.len() as u64, Ordering::Relaxed);
             for r in claimed {
                 self.inflight.add(&r);
                 self.metrics
@@ -579,6 +621,14 @@ impl Dispatcher {
             }
         }
         Ok((plan.visited, out))
+    }
+
+    fn note_pauses(&self, p: &Paused) {
+        let (t, s, ts) = p.counts();
+        let g = &self.metrics.dispatch.paused;
+        g[0].store(t as u64, Ordering::Relaxed);
+        g[1].store(s as u64, Ordering::Relaxed);
+        g[2].store(ts as u64, Ordering::Relaxed);
     }
 
     /// Returns to due the inflight rows nobody here delivers, when there
@@ -691,7 +741,10 @@ mod tests {
     }
 
     fn ords(set: &ActiveSet) -> Vec<u32> {
-        set.pick(100).iter().map(|a| a.ord).collect()
+        set.pick(100, &Paused::default())
+            .iter()
+            .map(|a| a.ord)
+            .collect()
     }
 
     #[test]
@@ -711,7 +764,10 @@ mod tests {
         due_at(&store, 5, 1, now + 60);
         set.refresh(&store, now + 100).unwrap();
         assert_eq!(ords(&set), vec![1, 2, 3]);
-        assert_eq!(set.pick(1)[0].bucket, (now - 3_600_000) / 1000);
+        assert_eq!(
+            set.pick(1, &Paused::default())[0].bucket,
+            (now - 3_600_000) / 1000
+        );
         // A marker written late for a second far behind the window is not
         // in the window...
         due_at(&store, 4, 4, now - (WINDOW_SLACK_S + 60) * 1000);

@@ -442,13 +442,18 @@ pub struct DispatchMetrics {
     /// rows are delivered all the same; the tenant is visited again).
     pub cleanup_errors: AtomicU64,
     pub reclaimed: AtomicU64,
+    /// Rows of a paused sink moved aside (parked) by a tick.
+    pub parked: AtomicU64,
+    /// Pauses in force at the last tick: tenants, sinks, sinks for one
+    /// tenant.
+    pub paused: [AtomicU64; 3],
 }
 
 impl DispatchMetrics {
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 16] = [
+        let counters: [(&str, &str, u64); 17] = [
             (
                 "ankusa_dispatch_ticks_total",
                 "Dispatch ticks run.",
@@ -525,6 +530,11 @@ impl DispatchMetrics {
                 r(&self.cleanup_errors),
             ),
             (
+                "ankusa_dispatch_parked_total",
+                "Due rows of a paused sink parked until the sink is resumed.",
+                r(&self.parked),
+            ),
+            (
                 "ankusa_reclaimed_hooks_total",
                 "Hooks deleted because no row owes them any more.",
                 r(&self.reclaimed),
@@ -541,6 +551,14 @@ impl DispatchMetrics {
             "ankusa_dispatch_tick_seconds",
             "Duration of dispatch ticks (plan, claim, marker cleanup).",
         );
+        let name = "ankusa_pauses";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Pauses in force, by scope.\n# TYPE {name} gauge"
+        );
+        for (scope, v) in ["tenant", "sink", "tenant_sink"].iter().zip(&self.paused) {
+            let _ = writeln!(out, "{name}{{scope=\"{scope}\"}} {}", r(v));
+        }
         let name = "ankusa_dispatch_last_tick_seconds";
         let _ = writeln!(
             out,

@@ -163,6 +163,11 @@ impl Daemon {
                 "put back the active marker of tenants whose first due row had none"
             );
         }
+        // What the console and the command line name sinks by when no
+        // daemon answers: this configuration's sinks.
+        let catalog: Vec<_> = settings.sources.iter().flat_map(|s| s.catalog()).collect();
+        ankusa_store::sinks::replace(&store, &catalog)
+            .wrap_err("cannot record the sink catalog in the store")?;
         let (writer, handle) = Writer::new(
             store.clone(),
             clock.clone(),

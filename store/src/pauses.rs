@@ -340,6 +340,15 @@ impl Paused {
     pub fn len(&self) -> usize {
         self.tenants.len() + self.sinks.len() + self.tenant_sinks.len()
     }
+
+    /// Pauses of tenants, of sinks, and of sinks for one tenant.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.tenants.len(),
+            self.sinks.len(),
+            self.tenant_sinks.len(),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -16,4 +16,5 @@ mod daemon_ingest;
 mod demo;
 mod hostile;
 mod layers;
+mod pause;
 mod store_faults;

@@ -1,0 +1,163 @@
+//! `ankusa tenants pause|resume` and `ankusa sinks list|show|pause|resume`:
+//! one [`ankusa_ops::operator::Operator`] call each, through the daemon
+//! when one runs, else on the store directly (as its writer for a pause).
+
+use std::process::ExitCode;
+
+use color_eyre::eyre::{eyre, Result};
+
+use super::{backend, AdminArg, SinksCommand, StoreArg};
+use crate::output::{self, print_json};
+use ankusa_ops::model::{PauseRequest, SinkView};
+
+pub fn pause(
+    tenant: Option<String>,
+    sink: Option<String>,
+    store: &StoreArg,
+    admin: AdminArg,
+    json: bool,
+) -> Result<ExitCode> {
+    let op = backend::open(&store.store, admin.token, true)?;
+    let p = op.pause(&PauseRequest { tenant, sink })?;
+    if json {
+        print_json(&p)?;
+    } else if p.created {
+        println!(
+            "paused {} via {}: its rows stay queued until it is resumed",
+            p.pause.label,
+            op.describe()
+        );
+    } else {
+        println!(
+            "{} was already paused (since {} ago, by {})",
+            p.pause.label,
+            output::age(ankusa_store::system_now_ms().saturating_sub(p.pause.pause.at)),
+            p.pause.pause.by
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn resume(
+    tenant: Option<String>,
+    sink: Option<String>,
+    store: &StoreArg,
+    admin: AdminArg,
+    json: bool,
+) -> Result<ExitCode> {
+    let op = backend::open(&store.store, admin.token, true)?;
+    backend::finish_leftovers(&op)?;
+    let r = op.resume(&PauseRequest { tenant, sink })?;
+    let Some(job) = r.job.clone() else {
+        if json {
+            print_json(&r)?;
+        } else {
+            println!(
+                "resumed {} via {}: its rows are due now",
+                r.pause.label,
+                op.describe()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let done = backend::finish(&op, job)?;
+    if json {
+        print_json(&ankusa_ops::model::Resumed {
+            pause: r.pause,
+            job: Some(done.clone()),
+        })?;
+    } else {
+        println!(
+            "resumed {} via {}: job {} {}, {} parked rows due now",
+            r.pause.label,
+            op.describe(),
+            done.id,
+            backend::state(&done),
+            done.progress.resumed
+        );
+    }
+    Ok(backend::exit_code(&done))
+}
+
+pub fn sinks(cmd: SinksCommand) -> Result<ExitCode> {
+    match cmd {
+        SinksCommand::List { store, admin, json } => {
+            let op = backend::open(&store.store, admin.token, false)?;
+            let page = op.sinks()?;
+            if json {
+                print_json(&page)?;
+            } else if page.sinks.is_empty() {
+                println!("no sinks recorded: the store's sink catalog is written when a daemon boots on it");
+            } else {
+                print!("{}", sinks_table(&page.sinks));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SinksCommand::Show {
+            sink,
+            store,
+            admin,
+            json,
+        } => {
+            let op = backend::open(&store.store, admin.token, false)?;
+            let page = op.sinks()?;
+            let Some((source, name)) = sink.split_once('/') else {
+                return Err(eyre!(
+                    "name a sink as SOURCE/SINK (by name or position), e.g. shop/0"
+                ));
+            };
+            let Some(v) = page
+                .sinks
+                .into_iter()
+                .find(|v| v.source == source && (v.name == name || v.index.to_string() == name))
+            else {
+                return Err(eyre!(
+                    "no sink {sink:?}: `ankusa sinks list` names the node's sinks"
+                ));
+            };
+            if json {
+                print_json(&v)?;
+            } else {
+                println!("sink       {}/{} (position {})", v.source, v.name, v.index);
+                println!("endpoint   {}", v.endpoint);
+                println!("paused     {}", paused_text(&v));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SinksCommand::Pause {
+            sink,
+            store,
+            admin,
+            json,
+        } => pause(None, Some(sink), &store, admin, json),
+        SinksCommand::Resume {
+            sink,
+            store,
+            admin,
+            json,
+        } => resume(None, Some(sink), &store, admin, json),
+    }
+}
+
+fn paused_text(v: &SinkView) -> String {
+    match (v.paused, v.paused_for.is_empty()) {
+        (true, _) => "PAUSED for every tenant".to_owned(),
+        (false, false) => format!("for tenants {}", v.paused_for.join(", ")),
+        (false, true) => "no".to_owned(),
+    }
+}
+
+fn sinks_table(sinks: &[SinkView]) -> String {
+    let rows: Vec<Vec<String>> = sinks
+        .iter()
+        .map(|v| {
+            vec![
+                format!("{}/{}", v.source, v.name),
+                v.index.to_string(),
+                v.endpoint.clone(),
+                paused_text(v),
+            ]
+        })
+        .collect();
+    output::table(&["sink", "position", "endpoint", "paused"], &rows)
+}
