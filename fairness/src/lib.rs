@@ -10,6 +10,6 @@
 pub mod scheduler;
 pub mod sim;
 
-pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, Spare, TenantHead};
 pub use sim::bench::{run_bench, BenchOptions, BenchReport};
 pub use sim::Error;

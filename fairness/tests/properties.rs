@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use ankusa_fairness::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_fairness::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, Spare, TenantHead};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -34,12 +34,17 @@ proptest! {
         max_tenants in 1usize..16,
         caps in prop::collection::vec(prop_oneof![Just(None), (1u32..3).prop_map(Some)], 40),
         groups in prop::collection::vec(0u32..3, 40),
+        spare in prop_oneof![
+            Just(None),
+            (1u32..6, 0u32..3).prop_map(|(ceiling, reserve)| Some(Spare { ceiling, reserve })),
+        ],
     ) {
         let mut s = Scheduler::new(Config {
             row_overhead_bytes: 100,
             max_tenants,
             forget_after: 5,
             sweep_budget: 4,
+            spare,
         });
         // Per tenant: queued (row, id) in due order; in flight: (done_at, tenant, id).
         let mut queues: BTreeMap<u32, VecDeque<(HeadRow, u64)>> = BTreeMap::new();
@@ -94,8 +99,18 @@ proptest! {
                 prop_assert!(c.rows as usize <= h.rows.len());
                 prop_assert!(h.rows[..c.rows as usize].iter().all(|r| r.due_at <= now));
                 prop_assert_eq!(c.bytes, h.rows[..c.rows as usize].iter().map(|r| u64::from(r.size)).sum::<u64>());
-                if let Some(cap) = h.cap {
-                    prop_assert!(h.inflight + c.rows <= cap);
+                // A cap is hard unless spare capacity is configured; then a tenant past
+                // its cap borrowed, which leaves the reserve unclaimed, and nobody
+                // passes the ceiling.
+                match (h.cap, spare) {
+                    (Some(cap), None) => prop_assert!(h.inflight + c.rows <= cap),
+                    (cap, Some(sp)) => {
+                        prop_assert!(h.inflight + c.rows <= sp.ceiling, "past the ceiling");
+                        if cap.is_some_and(|cap| h.inflight + c.rows > cap) {
+                            prop_assert!(total_rows + sp.reserve <= rows_limit, "borrowed the reserve");
+                        }
+                    }
+                    (None, None) => {}
                 }
             }
             drop(heads);

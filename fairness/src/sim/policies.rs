@@ -35,6 +35,7 @@ pub fn sim_config() -> Config {
         max_tenants: 100_000,
         forget_after: 200,
         sweep_budget: 32,
+        spare: None,
     }
 }
 
