@@ -8,6 +8,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 
 use crate::scheduler::{Claim, Config, Limits, Scheduler, TenantHead};
 
+use super::scenario::Scenario;
+
 /// A scheduler the simulator can drive.
 pub trait Policy {
     /// Name in the table.
@@ -39,8 +41,9 @@ pub fn sim_config() -> Config {
     }
 }
 
-/// Every scheduler, ours last.
-pub fn all() -> Vec<Box<dyn Policy>> {
+/// Every scheduler, ours last, for `sc`: ours runs with the scenario's spare capacity.
+/// The alternatives read every cap as hard, as the daemon did before spare capacity.
+pub fn all(sc: &Scenario) -> Vec<Box<dyn Policy>> {
     vec![
         Box::new(OldestFirst),
         Box::new(OldestPerTenant),
@@ -48,7 +51,10 @@ pub fn all() -> Vec<Box<dyn Policy>> {
         Box::new(Drr::default()),
         Box::new(NaiveSfq::default()),
         Box::new(SeedFinal::default()),
-        Box::new(Ours::new(sim_config())),
+        Box::new(Ours::new(Config {
+            spare: sc.capacity.spare.map(|sp| sp.spare()),
+            ..sim_config()
+        })),
     ]
 }
 
