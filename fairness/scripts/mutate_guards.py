@@ -7,7 +7,7 @@ root = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 path = os.path.join(root, 'fairness', 'src', 'scheduler.rs')
 muts = [
  ("M1a floor advance", "        g.fl.floor = g.fl.floor.max(t_start);", "", "rule1_unready_or_capped_tenants_do_not_freeze_the_floor"),
- ("M1b skip unservable", "            if !servable(h, 0, now) {\n                continue;\n            }", "", "rule1_unready_or_capped_tenants_take_no_capacity_and_keep_their_place"),
+ ("M1b skip unservable", "            if !pass.admits(h, sel.claimed[i], now) {\n                continue;\n            }", "", "rule1_unready_or_capped_tenants_take_no_capacity_and_keep_their_place"),
  ("M2 keep debt", "if e.fresh || e.tag <= floor || forgiven {", "if e.fresh || true || forgiven {", "rule2_drained_tenant_returns_with_its_tag"),
  ("M3 line stacking", "let tag = if established && self.waiting > 0 {", "let tag = if false {", "rule3_fresh_tenants_neither_pin_the_floor_nor_starve_the_backlog"),
  ("M3b capped counts as established", "established = !t.fresh && can;", "established = !t.fresh;", "rule3_a_capped_incumbent_does_not_line_up_simultaneous_newcomers"),
@@ -15,11 +15,16 @@ muts = [
  ("M4b oldest-first fallback", "let key = (self.start_of(t, g), t.stamp, i);", "let key = (h.rows[0].due_at, t.stamp, i);", "rule4_no_fallback_to_oldest_first"),
  ("M4c back from backoff keeps its stamp", "back = can && !t.fresh && t.due_tick + 1 < tick;", "back = false;", "rule4_a_tenant_back_from_backoff_waits_behind_those_already_waiting"),
  ("M5a skip only the tenant", "                self.skipped_for_bytes(h, row.size, limits);\n                self.requeue_group(&mut groups, &slots, slot, gid);\n                continue;", "                break;", "rule5_work_conserving_past_rows_that_do_not_fit"),
- ("M5b oversize alone", "(size > limits.bytes && rows_total == 0)", "false", "rule5_work_conserving_past_rows_that_do_not_fit"),
+ ("M5b oversize alone", "(size > limits.bytes && sel.rows_total == 0)", "false", "rule5_work_conserving_past_rows_that_do_not_fit"),
  ("M5c skipped lag written off", "                self.skipped_for_bytes(h, row.size, limits);\n", "", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),
  ("M5d kept floor ignored", "    if t.skipped_tick != 0 && t.skipped_tick + 1 >= tick {", "    if false {", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),
  ("M6a ceiling", "while self.tenants.map.len() > self.cfg.max_tenants {", "while false && self.tenants.map.len() > self.cfg.max_tenants {", "rule6_state_is_bounded_by_the_ceiling_and_the_sweep"),
  ("M6b sweep", "if e.fresh || e.tag <= floor || forgiven {", "if false {", "rule6_state_is_bounded_by_the_ceiling_and_the_sweep"),
+ ("M2b paused tenant back without the floor", "    } else {\n        group_floor\n    }", "    } else {\n        0\n    }", "rule2_a_paused_tenant_holds_no_floor_and_gets_no_credit_back"),
+ ("M8a no spare pass", "            if sel.rows_left > sp.reserve {\n                self.fill(", "            if false {\n                self.fill(", "rule8_a_lone_tenant_uses_idle_slots_up_to_the_ceiling"),
+ ("M8b reserve ignored", "            Pass::Spare(sp) => sp.reserve,", "            Pass::Spare(_) => 0,", "rule8_a_lone_tenant_uses_idle_slots_up_to_the_ceiling"),
+ ("M8c ceiling ignored by the fair pass", "servable(h, k, now) && h.inflight.saturating_add(k) < ceiling", "servable(h, k, now) && ceiling > 0", "rule8_a_lone_tenant_uses_idle_slots_up_to_the_ceiling"),
+ ("M8d fair pass runs to the ceiling", "servable(h, k, now) && h.inflight.saturating_add(k) < ceiling", "h.rows.get(k as usize).is_some_and(|r| r.ready(now)) && h.inflight.saturating_add(k) < ceiling", "rule8_a_newcomer_is_served_first_and_gets_its_share_as_borrowed_rows_finish"),
  ("M7 sweep budget", "        while steps < budget {", "        while steps < usize::MAX {", "rule7_tick_cost_scales_with_tenants_due_now"),
 ]
 only = sys.argv[1:] 

@@ -1,6 +1,8 @@
 //! Ankusa's fair scheduler and the deterministic simulator that proves it.
 //!
-//! * [`scheduler`]: the pure scheduler the dispatcher calls every tick.
+//! * [`scheduler`]: the pure scheduler the dispatcher calls every tick. Caps are hard
+//!   unless [`Config::spare`] lends a capped tenant the slots nobody else can use
+//!   ([`Spare`]); a paused tenant is simply left out of the tick's input.
 //! * [`sim`]: a step-driven simulator, the baseline schedulers it compares against,
 //!   the metrics, and the built-in scenarios.
 //! * [`run_bench`]: the entry point behind `ankusa bench fairness`.
@@ -10,6 +12,6 @@
 pub mod scheduler;
 pub mod sim;
 
-pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, Spare, TenantHead};
 pub use sim::bench::{run_bench, BenchOptions, BenchReport};
 pub use sim::Error;

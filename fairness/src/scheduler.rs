@@ -39,7 +39,10 @@
 //! * **Tags outlive a drain.** A tenant that vanishes from the input keeps its entry;
 //!   when it comes back it resumes at `max(tag, floor)`, so draining and refilling
 //!   cannot reset it to the front of the order. Nothing needs to report a drain, so a
-//!   missed callback cannot hand out credit.
+//!   missed callback cannot hand out credit. A paused tenant is one the caller leaves
+//!   out of the input: it is absent like a drained one, so it holds no floor and costs
+//!   no one a turn, and back it competes at `max(tag, floor)`, with no credit for its
+//!   paused time and no penalty either.
 //! * **Newcomers form one line.** A never-seen tenant joins at the floor, behind every
 //!   tenant already waiting there (ties break on who waited longest). When the group
 //!   already has established tenants, each further newcomer that is still waiting for
@@ -61,6 +64,12 @@
 //!   horizons, and past `max_tenants` the least recently queued entry is evicted.
 //! * **A tick costs O(h log h)** for h input tenants plus the sweep budget: it never
 //!   walks remembered state, the backlog, or tenants that have nothing due.
+//! * **Caps lend only what nobody under their cap can use** (with [`Config::spare`]).
+//!   A first pass serves tenants under their cap; only the rows it leaves go, in a
+//!   second pass with the same tags and charges, to tenants at their cap, up to the
+//!   ceiling and never into the reserve. So a lone tenant uses the node's idle slots,
+//!   and a tenant that arrives takes every freed slot before a borrower gets another,
+//!   up to its own cap; from there both compete by tag. Nothing in flight is taken back.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -157,6 +166,30 @@ pub struct Config {
     pub forget_after: u64,
     /// Sweep steps taken per tick on top of one per input tenant.
     pub sweep_budget: usize,
+    /// Work-conserving caps: whether, and how far, a tenant at its `cap` may use rows
+    /// of the tick nobody under their cap can take. `None`: every cap is hard.
+    pub spare: Option<Spare>,
+}
+
+/// Spare capacity: what a tenant at its [`TenantHead::cap`] may still claim.
+///
+/// The cap becomes the tenant's guaranteed concurrency instead of its limit. Once
+/// every tenant under its cap has taken what it can this tick, rows still left go to
+/// tenants at their cap (in the same tag order, charged the same way), while the
+/// tenant's in-flight rows stay under `ceiling` and at least `reserve` of the tick's
+/// rows stay unclaimed. When another tenant arrives it is served first, up to its own
+/// cap, from the next rows freed; borrowed rows in flight are never taken back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spare {
+    /// Hard limit on one tenant's in-flight rows, cap or no cap (the sink's or the
+    /// node's own limit). A ceiling at or below a tenant's cap leaves it nothing to
+    /// borrow.
+    pub ceiling: u32,
+    /// Rows of each tick's [`Limits::rows`] that borrowing leaves for tenants under
+    /// their cap. The caller folds the node's free slots into `Limits::rows`, so this
+    /// many slots stay free for a tenant that arrives while another has borrowed the
+    /// rest: it is served on the next tick instead of after a borrowed row finishes.
+    pub reserve: u32,
 }
 
 impl Default for Config {
@@ -168,6 +201,7 @@ impl Default for Config {
             max_tenants: 1_000_000,
             forget_after: 600_000,
             sweep_budget: 32,
+            spare: None,
         }
     }
 }
@@ -465,12 +499,51 @@ impl Scheduler {
     }
 
     fn select(&mut self, now: u64, heads: &[TenantHead<'_>], limits: Limits) -> Vec<Claim> {
+        let mut sel = Selection {
+            claimed: vec![0; heads.len()],
+            order: Vec::new(),
+            rows_left: limits.rows,
+            bytes_left: limits.bytes,
+            rows_total: 0,
+        };
+        let ceiling = self.cfg.spare.map_or(u32::MAX, |sp| sp.ceiling);
+        self.fill(now, heads, limits, &mut sel, Pass::Fair { ceiling });
+        // Rule 8: only rows nobody under their cap could take are lent, after the fair
+        // pass has run dry, so a tenant under its cap is always served first.
+        if let Some(sp) = self.cfg.spare {
+            if sel.rows_left > sp.reserve {
+                self.fill(now, heads, limits, &mut sel, Pass::Spare(sp));
+            }
+        }
+
+        sel.order
+            .into_iter()
+            .map(|i| {
+                let h = &heads[i];
+                let n = sel.claimed[i];
+                let bytes = h.rows[..n as usize].iter().map(|r| u64::from(r.size)).sum();
+                Claim {
+                    tenant: h.tenant,
+                    rows: n,
+                    bytes,
+                }
+            })
+            .collect()
+    }
+
+    /// One selection pass: the tenants `pass` admits, by group tag then tenant tag,
+    /// one row at a time, until the pass's row limit is reached or nobody is left.
+    fn fill(
+        &mut self,
+        now: u64,
+        heads: &[TenantHead<'_>],
+        limits: Limits,
+        sel: &mut Selection,
+        pass: Pass,
+    ) {
         // Slot per group present, holding its tenants' heap.
         let mut slots: Vec<Slot> = Vec::new();
         let mut slot_of: HashMap<u32, usize> = HashMap::new();
-        let mut claimed: Vec<u32> = vec![0; heads.len()];
-        let mut taken: Vec<bool> = vec![false; heads.len()];
-        let mut order: Vec<usize> = Vec::new();
         let mut seen_tenant: HashSet<u32> = HashSet::with_capacity(heads.len());
 
         for (i, h) in heads.iter().enumerate() {
@@ -480,7 +553,7 @@ impl Scheduler {
             // The guard for rule 1: an unservable tenant is left out of selection here,
             // before it can take a slot, a row or a byte, and before it can hold the
             // floor; its entry stays, so it is back at the front once servable.
-            if !servable(h, 0, now) {
+            if !pass.admits(h, sel.claimed[i], now) {
                 continue;
             }
             let Some(t) = self.tenants.map.get(&h.tenant) else {
@@ -506,10 +579,8 @@ impl Scheduler {
             }
         }
 
-        let mut rows_left = limits.rows;
-        let mut bytes_left = limits.bytes;
-        let mut rows_total: u32 = 0;
-        while rows_left > 0 {
+        let keep = pass.keep();
+        while sel.rows_left > keep {
             let Some(Reverse((_, _, slot))) = groups.pop() else {
                 break;
             };
@@ -520,7 +591,7 @@ impl Scheduler {
             };
             self.work.heap_ops += 1;
             let h = &heads[i];
-            let k = claimed[i] as usize;
+            let k = sel.claimed[i] as usize;
             let Some(row) = h.rows.get(k) else {
                 self.requeue_group(&mut groups, &slots, slot, gid);
                 continue;
@@ -528,23 +599,22 @@ impl Scheduler {
             let size = u64::from(row.size);
             // Rule 5: a row that does not fit what is left skips only its tenant, and
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
-            let fits = size <= bytes_left || (size > limits.bytes && rows_total == 0);
+            let fits = size <= sel.bytes_left || (size > limits.bytes && sel.rows_total == 0);
             if !fits {
                 self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
                 continue;
             }
-            bytes_left = bytes_left.saturating_sub(size);
-            rows_left -= 1;
-            rows_total += 1;
-            claimed[i] += 1;
-            if !taken[i] {
-                taken[i] = true;
-                order.push(i);
+            sel.bytes_left = sel.bytes_left.saturating_sub(size);
+            sel.rows_left -= 1;
+            sel.rows_total += 1;
+            if sel.claimed[i] == 0 {
+                sel.order.push(i);
             }
+            sel.claimed[i] += 1;
             self.charge(h, row.size, limits);
 
-            if servable(h, claimed[i], now) {
+            if pass.admits(h, sel.claimed[i], now) {
                 if let (Some(t), Some(g)) = (
                     self.tenants.map.get(&h.tenant),
                     self.groups.map.get(&h.group),
@@ -557,20 +627,6 @@ impl Scheduler {
             }
             self.requeue_group(&mut groups, &slots, slot, gid);
         }
-
-        order
-            .into_iter()
-            .map(|i| {
-                let h = &heads[i];
-                let n = claimed[i];
-                let bytes = h.rows[..n as usize].iter().map(|r| u64::from(r.size)).sum();
-                Claim {
-                    tenant: h.tenant,
-                    rows: n,
-                    bytes,
-                }
-            })
-            .collect()
     }
 
     fn requeue_group(
@@ -783,6 +839,50 @@ fn servable(h: &TenantHead<'_>, k: u32, now: u64) -> bool {
         return false;
     };
     row.ready(now) && h.cap_room() > k
+}
+
+/// What one tick has claimed so far, across its passes.
+struct Selection {
+    /// Rows claimed per input index.
+    claimed: Vec<u32>,
+    /// Input indexes in the order of their first claim.
+    order: Vec<usize>,
+    rows_left: u32,
+    bytes_left: u64,
+    rows_total: u32,
+}
+
+/// A selection pass, and which tenants it admits.
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    /// Tenants under their cap (and the ceiling, when there is one).
+    Fair { ceiling: u32 },
+    /// Tenants at their cap and under the ceiling, while more than the reserve is left.
+    Spare(Spare),
+}
+
+impl Pass {
+    /// Whether the tenant may take its `k`-th head row in this pass.
+    fn admits(self, h: &TenantHead<'_>, k: u32, now: u64) -> bool {
+        match self {
+            Pass::Fair { ceiling } => servable(h, k, now) && h.inflight.saturating_add(k) < ceiling,
+            // The guard for rule 8's bounds: a borrower is at its cap (one under it
+            // had its turn in the fair pass) and stays under the ceiling.
+            Pass::Spare(sp) => {
+                h.rows.get(k as usize).is_some_and(|r| r.ready(now))
+                    && h.cap_room() <= k
+                    && h.inflight.saturating_add(k) < sp.ceiling
+            }
+        }
+    }
+
+    /// Rows of the tick this pass leaves unclaimed.
+    fn keep(self) -> u32 {
+        match self {
+            Pass::Fair { .. } => 0,
+            Pass::Spare(sp) => sp.reserve,
+        }
+    }
 }
 
 #[cfg(test)]

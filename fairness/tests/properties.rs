@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use ankusa_fairness::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_fairness::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, Spare, TenantHead};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -34,12 +34,17 @@ proptest! {
         max_tenants in 1usize..16,
         caps in prop::collection::vec(prop_oneof![Just(None), (1u32..3).prop_map(Some)], 40),
         groups in prop::collection::vec(0u32..3, 40),
+        spare in prop_oneof![
+            Just(None),
+            (1u32..6, 0u32..3).prop_map(|(ceiling, reserve)| Some(Spare { ceiling, reserve })),
+        ],
     ) {
         let mut s = Scheduler::new(Config {
             row_overhead_bytes: 100,
             max_tenants,
             forget_after: 5,
             sweep_budget: 4,
+            spare,
         });
         // Per tenant: queued (row, id) in due order; in flight: (done_at, tenant, id).
         let mut queues: BTreeMap<u32, VecDeque<(HeadRow, u64)>> = BTreeMap::new();
@@ -94,8 +99,18 @@ proptest! {
                 prop_assert!(c.rows as usize <= h.rows.len());
                 prop_assert!(h.rows[..c.rows as usize].iter().all(|r| r.due_at <= now));
                 prop_assert_eq!(c.bytes, h.rows[..c.rows as usize].iter().map(|r| u64::from(r.size)).sum::<u64>());
-                if let Some(cap) = h.cap {
-                    prop_assert!(h.inflight + c.rows <= cap);
+                // A cap is hard unless spare capacity is configured; then a tenant past
+                // its cap borrowed, which leaves the reserve unclaimed, and nobody
+                // passes the ceiling.
+                match (h.cap, spare) {
+                    (Some(cap), None) => prop_assert!(h.inflight + c.rows <= cap),
+                    (cap, Some(sp)) => {
+                        prop_assert!(h.inflight + c.rows <= sp.ceiling, "past the ceiling");
+                        if cap.is_some_and(|cap| h.inflight + c.rows > cap) {
+                            prop_assert!(total_rows + sp.reserve <= rows_limit, "borrowed the reserve");
+                        }
+                    }
+                    (None, None) => {}
                 }
             }
             drop(heads);
@@ -140,6 +155,64 @@ proptest! {
                     prop_assert!(!fits, "tenant {} could have taken a row", h.tenant);
                 }
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// With spare capacity, a tick leaves a row unclaimed only when no tenant could
+    /// take its next one: under its cap (and the ceiling), or at its cap and under the
+    /// ceiling while more than the reserve is left.
+    #[test]
+    fn work_conserving_with_spare_capacity(
+        tenants in prop::collection::vec((1usize..8, 1u32..3000, 0u32..6, 1u32..5), 1..12),
+        rows_limit in 1u32..16,
+        bytes_limit in prop_oneof![Just(u64::MAX), 1000u64..20_000],
+        ceiling in 1u32..10,
+        reserve in 0u32..4,
+    ) {
+        let mut s = Scheduler::new(Config {
+            spare: Some(Spare { ceiling, reserve }),
+            ..Config::default()
+        });
+        let rows: Vec<Vec<HeadRow>> = tenants
+            .iter()
+            .enumerate()
+            .map(|(i, (n, size, _, _))| {
+                (0..*n)
+                    .map(|k| HeadRow { due_at: 0, seq: (i * 100 + k) as u64, size: *size, kind: RowKind::First })
+                    .collect()
+            })
+            .collect();
+        let heads: Vec<TenantHead<'_>> = tenants
+            .iter()
+            .zip(&rows)
+            .enumerate()
+            .map(|(i, ((_, _, inflight, cap), rows))| TenantHead {
+                tenant: i as u32,
+                group: 0,
+                weight: 1,
+                cap: Some(*cap),
+                inflight: *inflight,
+                rows,
+            })
+            .collect();
+        let claims = s.plan(0, &heads, Limits { rows: rows_limit, bytes: bytes_limit });
+        let used_rows: u32 = claims.iter().map(|c| c.rows).sum();
+        let used_bytes: u64 = claims.iter().map(|c| c.bytes).sum();
+        for h in &heads {
+            let k = claims.iter().find(|c| c.tenant == h.tenant).map_or(0, |c| c.rows);
+            let Some(r) = h.rows.get(k as usize) else { continue };
+            let size = u64::from(r.size);
+            let fits = size + used_bytes <= bytes_limit || (size > bytes_limit && used_rows == 0);
+            let held = h.inflight + k;
+            let under_ceiling = held < ceiling;
+            let under_cap = h.cap.is_none_or(|c| held < c);
+            let lendable = used_rows + reserve < rows_limit;
+            let could = used_rows < rows_limit && fits && under_ceiling && (under_cap || lendable);
+            prop_assert!(!could, "tenant {} could have taken a row: {claims:?}", h.tenant);
         }
     }
 }

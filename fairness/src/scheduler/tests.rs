@@ -21,6 +21,7 @@ fn cfg() -> Config {
         max_tenants: 100_000,
         forget_after: 1_000_000,
         sweep_budget: 32,
+        spare: None,
     }
 }
 
@@ -622,4 +623,203 @@ fn zero_limits_claim_nothing_but_still_register() {
     assert!(s.state_size() >= 1);
     s.forget(5);
     assert_eq!(s.state_size(), 1, "only the group is left");
+}
+
+// Rules 1 and 2 for a paused tenant (issue 16): the dispatcher pauses a tenant by not
+// listing it, so it is absent like a drained tenant. While away it holds no floor and
+// costs the others no turn; back, it competes at the floor (no credit for the time it
+// was paused) and is served in its first tick (not pushed behind everyone). Checked
+// with its entry remembered and with its entry swept while it was away. Guard: the
+// floor a returning tenant is lifted to (`competing_floor`'s `group_floor`); without it
+// the returning tenant takes every row until its old tag catches up.
+#[test]
+fn rule2_a_paused_tenant_holds_no_floor_and_gets_no_credit_back() {
+    for forget_after in [1_000_000, 5] {
+        let mut s = Scheduler::new(Config {
+            forget_after,
+            ..cfg()
+        });
+        let mut w = World::default();
+        for t in 1..=4u32 {
+            w.add(t, 10_000, 0, 100);
+        }
+        let mut paused_rows = VecDeque::new();
+        let mut got: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut first_back = None;
+        let mut back = 0;
+        for now in 0..100u64 {
+            if now == 20 {
+                paused_rows = w.queues.remove(&4).unwrap_or_default();
+            }
+            if now == 70 {
+                w.queues.insert(4, std::mem::take(&mut paused_rows));
+            }
+            let claims = w.tick(&mut s, now, lim(4));
+            if (20..70).contains(&now) {
+                for t in 1..=3u32 {
+                    *got.entry(t).or_default() += count(&claims, t);
+                }
+                assert_eq!(count(&claims, 4), 0, "a paused tenant was claimed");
+            }
+            if (70..80).contains(&now) {
+                let n = count(&claims, 4);
+                back += n;
+                if n > 0 && first_back.is_none() {
+                    first_back = Some(now);
+                }
+            }
+        }
+        // 200 rows among the three present: 66 or 67 each, none lost to the paused one.
+        for (t, n) in &got {
+            assert!(
+                (66..=67).contains(n),
+                "forget_after {forget_after}: tenant {t} got {n} of 200 while 4 was paused: {got:?}"
+            );
+        }
+        // Back: a fair quarter of 40 rows, not 50 ticks of hoarded turns.
+        assert!(
+            (9..=11).contains(&back),
+            "forget_after {forget_after}: resumed tenant got {back} of 40"
+        );
+        assert_eq!(first_back, Some(70), "forget_after {forget_after}");
+    }
+}
+
+/// Rule 8 world: backlogged tenants of 100-byte rows; a claimed row is held `hold`
+/// ticks, and the node has `node` slots, of which a tick may claim `per_tick`.
+struct Held {
+    rows: Vec<HeadRow>,
+    tenants: Vec<(u32, Option<u32>)>,
+    flying: Vec<(u64, u32)>,
+    hold: u64,
+    node: u32,
+    per_tick: u32,
+}
+
+impl Held {
+    fn new(hold: u64, node: u32, per_tick: u32) -> Held {
+        Held {
+            rows: vec![row(0, 100); 64],
+            tenants: Vec::new(),
+            flying: Vec::new(),
+            hold,
+            node,
+            per_tick,
+        }
+    }
+
+    fn inflight(&self, t: u32) -> u32 {
+        self.flying.iter().filter(|f| f.1 == t).count() as u32
+    }
+
+    fn tick(&mut self, s: &mut Scheduler, now: u64) -> Vec<Claim> {
+        self.flying.retain(|f| f.0 > now);
+        let heads: Vec<TenantHead<'_>> = self
+            .tenants
+            .iter()
+            .map(|&(t, cap)| TenantHead {
+                tenant: t,
+                group: 0,
+                weight: 1,
+                cap,
+                inflight: self.inflight(t),
+                rows: &self.rows,
+            })
+            .collect();
+        let room = self.node - self.flying.len() as u32;
+        let claims = s.plan(
+            now,
+            &heads,
+            Limits {
+                rows: room.min(self.per_tick),
+                bytes: u64::MAX,
+            },
+        );
+        drop(heads);
+        for c in &claims {
+            for _ in 0..c.rows {
+                self.flying.push((now + self.hold, c.tenant));
+            }
+        }
+        assert!(self.flying.len() as u32 <= self.node);
+        claims
+    }
+}
+
+fn spare(ceiling: u32, reserve: u32) -> Config {
+    Config {
+        spare: Some(Spare { ceiling, reserve }),
+        ..cfg()
+    }
+}
+
+// Rule 8 (issue 19). Guards: the spare pass in `select`, its reserve (`Pass::keep`) and
+// the ceiling in both passes. A backlogged tenant capped at 4 is alone on a node of 16
+// slots: with hard caps it leaves 12 idle; with spare capacity it takes slots up to
+// the ceiling, leaves the reserve free, and a light tenant arriving then is served on
+// the tick it arrives.
+#[test]
+fn rule8_a_lone_tenant_uses_idle_slots_up_to_the_ceiling() {
+    let lone = |cfg: Config| {
+        let mut s = Scheduler::new(cfg);
+        let mut w = Held::new(10, 16, 16);
+        w.tenants.push((1, Some(4)));
+        for now in 0..5 {
+            w.tick(&mut s, now);
+        }
+        (s, w)
+    };
+    assert_eq!(lone(cfg()).1.inflight(1), 4, "hard caps: today's behaviour");
+    assert_eq!(lone(spare(12, 0)).1.inflight(1), 12, "up to the ceiling");
+    assert_eq!(lone(spare(16, 0)).1.inflight(1), 16, "every idle slot");
+    assert_eq!(
+        lone(spare(3, 0)).1.inflight(1),
+        3,
+        "a ceiling below the cap binds"
+    );
+
+    let (mut s, mut w) = lone(spare(16, 2));
+    assert_eq!(w.inflight(1), 14, "the reserve stays free");
+    w.tenants.push((2, Some(4)));
+    let claims = w.tick(&mut s, 5);
+    assert_eq!(
+        count(&claims, 2),
+        2,
+        "the light tenant waits for no borrowed row"
+    );
+    assert_eq!(count(&claims, 1), 0, "{claims:?}");
+}
+
+// Rule 8: giving borrowed slots back. Tenant 1 holds all 16 slots (one frees per tick)
+// when tenant 2 arrives, backlogged. Nothing is taken back, but every freed slot goes
+// to tenant 2 until it reaches its cap (the fair pass runs before the spare pass), and
+// once tenant 1's borrowed rows have finished (one hold) both hold their fair half,
+// 8 ± 1, from then on. Guard: the fair pass stopping at the cap; a single pass that
+// let everyone run up to the ceiling would hand tenant 2 only every other freed slot.
+#[test]
+fn rule8_a_newcomer_is_served_first_and_gets_its_share_as_borrowed_rows_finish() {
+    let mut s = Scheduler::new(spare(16, 0));
+    let mut w = Held::new(16, 16, 1);
+    w.tenants.push((1, Some(4)));
+    for now in 0..40 {
+        w.tick(&mut s, now);
+    }
+    assert_eq!(w.inflight(1), 16, "alone, it borrows every slot");
+    w.tenants.push((2, Some(4)));
+    for now in 40..44 {
+        let claims = w.tick(&mut s, now);
+        assert_eq!(count(&claims, 2), 1, "tick {now}: {claims:?}");
+    }
+    for now in 44..160 {
+        w.tick(&mut s, now);
+        if now >= 40 + 16 {
+            for t in [1, 2] {
+                let n = w.inflight(t);
+                assert!(
+                    (7..=9).contains(&n),
+                    "tick {now}: tenant {t} holds {n} of 16 slots"
+                );
+            }
+        }
+    }
 }

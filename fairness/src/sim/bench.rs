@@ -117,7 +117,7 @@ pub fn run_scenario(sc: &Scenario) -> ScenarioReport {
     let higher = metric.higher_is_better();
     let mut runs = Vec::new();
     let mut results = Vec::new();
-    for mut p in policies::all() {
+    for mut p in policies::all(sc) {
         let r = engine::run(sc, p.as_mut());
         runs.push(PolicyRun {
             policy: r.policy.clone(),

@@ -1,5 +1,9 @@
-//! The step loop: arrivals, acks and retries, one scheduler call per step, and the
-//! checks every run is held to (legal claims, exactly-once, work conservation).
+//! The step loop: arrivals, acks and retries, pauses, one scheduler call per step, and
+//! the checks every run is held to (legal claims, exactly-once, work conservation).
+//!
+//! A paused tenant is withheld from the scheduler, the way the dispatcher pauses one:
+//! it is not listed, it has no claimable demand in the fair share, and its rows are
+//! not claimable for the work-conservation check.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
@@ -8,7 +12,7 @@ use crate::scheduler::{Claim, HeadRow, Limits, RowKind, TenantHead};
 
 use super::policies::Policy;
 use super::rng;
-use super::scenario::{RetrySpec, Scenario, SizeSpec, TenantDefaults};
+use super::scenario::{RetrySpec, Scenario, SizeSpec, SpareSpec, TenantDefaults};
 
 const STREAM_SIZE: u64 = 1;
 const STREAM_FAIL: u64 = 2;
@@ -28,6 +32,8 @@ pub struct SimTenant {
     size: SizeSpec,
     retry: Option<RetrySpec>,
     refeed: Option<(u32, u64)>,
+    /// Pause windows, `[from, until)`.
+    pauses: Vec<(u64, u64)>,
     rows_made: u64,
     queue: VecDeque<HeadRow>,
     ids: VecDeque<u64>,
@@ -57,6 +63,26 @@ impl SimTenant {
 
     fn idle(&self) -> bool {
         self.queue.is_empty() && self.inflight == 0
+    }
+
+    /// Whether its rows are withheld from the scheduler at `now`.
+    pub fn paused(&self, now: u64) -> bool {
+        self.pauses
+            .iter()
+            .any(|&(from, until)| from <= now && now < until)
+    }
+
+    /// Back from a pause at `now` with rows queued: the time it was paused is nobody's
+    /// delay, so an episode still waiting for its first claim restarts its clock now,
+    /// and an episode already served gives way to a returning one that starts now.
+    fn resume(&mut self, now: u64) {
+        if self.paused(now) || self.queue.is_empty() {
+            return;
+        }
+        if !matches!(self.episodes.last(), Some((_, None))) {
+            self.episodes.push((true, None));
+        }
+        self.episode_open = Some(now);
     }
 }
 
@@ -134,6 +160,7 @@ impl<'a> Sim<'a> {
         role: String,
         s: &TenantDefaults,
         refeed: Option<(u32, u64)>,
+        pauses: Vec<(u64, u64)>,
     ) -> u32 {
         let source = self.source_id(s.source.as_deref().unwrap_or("default"));
         self.tenants.push(SimTenant {
@@ -146,6 +173,7 @@ impl<'a> Sim<'a> {
             size: s.size.clone().unwrap_or(SizeSpec::Fixed(1024)),
             retry: s.retry,
             refeed,
+            pauses,
             rows_made: 0,
             queue: VecDeque::new(),
             ids: VecDeque::new(),
@@ -335,6 +363,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
     // Static arrivals, precomputed by step.
     let mut events: BTreeMap<u64, Vec<(u32, u32, u64)>> = BTreeMap::new();
     let mut refeeders: Vec<u32> = Vec::new();
+    let mut resumes: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     for spec in &sc.tenants {
         let settings = spec.settings(&sc.defaults);
         let role = spec.role.clone().unwrap_or_else(|| spec.name.clone());
@@ -347,7 +376,11 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
             let refeed = spec
                 .refeed
                 .map(|r| (r.rows, r.until.unwrap_or(sc.max_steps)));
-            let t = sim.add_tenant(name, role.clone(), &settings, refeed);
+            let pauses: Vec<(u64, u64)> = spec.pause.iter().map(|p| (p.from, p.until)).collect();
+            let t = sim.add_tenant(name, role.clone(), &settings, refeed, pauses);
+            for p in &spec.pause {
+                resumes.entry(p.until).or_default().push(t);
+            }
             if refeed.is_some() {
                 refeeders.push(t);
             }
@@ -420,6 +453,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                         role.clone(),
                         &settings,
                         None,
+                        Vec::new(),
                     );
                     sim.arrive(t, f.rows, 0, now);
                 }
@@ -431,6 +465,12 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                 if now < until && tn.idle() {
                     sim.arrive(t, rows, 0, now);
                 }
+            }
+        }
+
+        if let Some(back) = resumes.remove(&now) {
+            for t in back {
+                sim.tenants[t as usize].resume(now);
             }
         }
 
@@ -451,8 +491,14 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
             bytes: sc.capacity.bytes.unwrap_or(u64::MAX),
         };
 
-        // Heads in the active index's order: oldest head first.
-        let mut order: Vec<u32> = sim.with_queue.iter().copied().collect();
+        // Heads in the active index's order: oldest head first. Paused tenants are
+        // withheld, as the dispatcher withholds them.
+        let mut order: Vec<u32> = sim
+            .with_queue
+            .iter()
+            .copied()
+            .filter(|&t| !sim.tenants[t as usize].paused(now))
+            .collect();
         order.sort_by_key(|t| {
             let r = &sim.tenants[*t as usize].queue[0];
             (r.due_at, r.seq)
@@ -467,9 +513,14 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
             .filter_map(|&t| {
                 let tn = &sim.tenants[t as usize];
                 let ready = tn.queue.partition_point(|r| r.due_at <= now) as u64;
-                let room = tn
-                    .cap
-                    .map_or(u64::MAX, |c| u64::from(c.saturating_sub(tn.inflight)));
+                // With spare capacity a tenant can use slots up to the ceiling; the
+                // max-min split then gives it what nobody else asks for.
+                let room = match sc.capacity.spare {
+                    Some(sp) => u64::from(sp.ceiling.saturating_sub(tn.inflight)),
+                    None => tn
+                        .cap
+                        .map_or(u64::MAX, |c| u64::from(c.saturating_sub(tn.inflight))),
+                };
                 let d = ready.min(room).min(u64::from(limits.rows));
                 if d == 0 {
                     return None;
@@ -546,7 +597,9 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
             &mut invalid_count,
         );
 
-        if rows_used < limits.rows && claimable_left(&sim, now, limits, rows_used, bytes_used) {
+        if rows_used < limits.rows
+            && claimable_left(&sim, now, limits, sc.capacity.spare, rows_used, bytes_used)
+        {
             wc_violations += 1;
         }
         state_peak = state_peak.max(policy.state_size());
@@ -583,6 +636,8 @@ fn apply(
 ) -> (u32, u64) {
     let mut rows_used: u32 = 0;
     let mut bytes_used: u64 = 0;
+    let mut borrowed = false;
+    let spare = sim.sc.capacity.spare;
     let mut seen: BTreeSet<u32> = BTreeSet::new();
     let mut reject = |msg: String, invalid: &mut Vec<String>| {
         *invalid_count += 1;
@@ -598,6 +653,10 @@ fn apply(
             reject(format!("unknown tenant {}", c.tenant), invalid);
             continue;
         };
+        if tn.paused(now) {
+            reject(format!("paused tenant {} claimed", tn.name), invalid);
+            continue;
+        }
         if !seen.insert(c.tenant) {
             reject(format!("tenant {} claimed twice", c.tenant), invalid);
             continue;
@@ -610,8 +669,18 @@ fn apply(
             );
             continue;
         }
-        if tn.cap.is_some_and(|cap| tn.inflight + c.rows > cap) {
+        // A cap is hard unless the scenario has spare capacity; then a tenant may go
+        // past it (borrow) up to the ceiling, which nobody passes.
+        let past_cap = tn.cap.is_some_and(|cap| tn.inflight + c.rows > cap);
+        if past_cap && spare.is_none() {
             reject(format!("tenant {} claimed past its cap", tn.name), invalid);
+            continue;
+        }
+        if spare.is_some_and(|sp| tn.inflight + c.rows > sp.ceiling) {
+            reject(
+                format!("tenant {} claimed past the ceiling", tn.name),
+                invalid,
+            );
             continue;
         }
         let bytes: u64 = tn.queue.iter().take(n).map(|r| u64::from(r.size)).sum();
@@ -633,6 +702,7 @@ fn apply(
         }
         rows_used += c.rows;
         bytes_used += bytes;
+        borrowed |= past_cap;
         for _ in 0..n {
             let tn = &mut sim.tenants[c.tenant as usize];
             let (Some(row), Some(id)) = (tn.queue.pop_front(), tn.ids.pop_front()) else {
@@ -662,14 +732,22 @@ fn apply(
             sim.with_queue.remove(&c.tenant);
         }
     }
+    if let Some(sp) = spare {
+        if borrowed && rows_used.saturating_add(sp.reserve) > limits.rows {
+            reject("borrowed into the reserve".into(), invalid);
+        }
+    }
     (rows_used, bytes_used)
 }
 
-/// Whether some tenant could still have taken its next row within what is left.
+/// Whether some tenant could still have taken its next row within what is left: under
+/// its cap, or, with spare capacity, under the ceiling while more than the reserve is
+/// left. Paused tenants have nothing claimable.
 fn claimable_left(
     sim: &Sim<'_>,
     now: u64,
     limits: Limits,
+    spare: Option<SpareSpec>,
     rows_used: u32,
     bytes_used: u64,
 ) -> bool {
@@ -677,14 +755,19 @@ fn claimable_left(
         return false;
     }
     let bytes_left = limits.bytes.saturating_sub(bytes_used);
+    let lendable = spare.is_some_and(|sp| rows_used.saturating_add(sp.reserve) < limits.rows);
     sim.with_queue.iter().any(|&t| {
         let tn = &sim.tenants[t as usize];
         let Some(r) = tn.queue.front() else {
             return false;
         };
         let size = u64::from(r.size);
+        let under_ceiling = spare.is_none_or(|sp| tn.inflight < sp.ceiling);
+        let under_cap = tn.cap.is_none_or(|c| tn.inflight < c);
         r.due_at <= now
-            && tn.cap.is_none_or(|c| tn.inflight < c)
+            && !tn.paused(now)
+            && under_ceiling
+            && (under_cap || lendable)
             && (size <= bytes_left || (size > limits.bytes && rows_used == 0))
     })
 }

@@ -8,6 +8,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 
 use crate::scheduler::{Claim, Config, Limits, Scheduler, TenantHead};
 
+use super::scenario::Scenario;
+
 /// A scheduler the simulator can drive.
 pub trait Policy {
     /// Name in the table.
@@ -35,11 +37,13 @@ pub fn sim_config() -> Config {
         max_tenants: 100_000,
         forget_after: 200,
         sweep_budget: 32,
+        spare: None,
     }
 }
 
-/// Every scheduler, ours last.
-pub fn all() -> Vec<Box<dyn Policy>> {
+/// Every scheduler, ours last, for `sc`: ours runs with the scenario's spare capacity.
+/// The alternatives read every cap as hard, as the daemon did before spare capacity.
+pub fn all(sc: &Scenario) -> Vec<Box<dyn Policy>> {
     vec![
         Box::new(OldestFirst),
         Box::new(OldestPerTenant),
@@ -47,7 +51,10 @@ pub fn all() -> Vec<Box<dyn Policy>> {
         Box::new(Drr::default()),
         Box::new(NaiveSfq::default()),
         Box::new(SeedFinal::default()),
-        Box::new(Ours::new(sim_config())),
+        Box::new(Ours::new(Config {
+            spare: sc.capacity.spare.map(|sp| sp.spare()),
+            ..sim_config()
+        })),
     ]
 }
 

@@ -96,6 +96,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "returning.toml",
         include_str!("../../scenarios/returning.toml"),
     ),
+    (
+        "paused_tenant.toml",
+        include_str!("../../scenarios/paused_tenant.toml"),
+    ),
+    (
+        "lone_tenant_idle_slots.toml",
+        include_str!("../../scenarios/lone_tenant_idle_slots.toml"),
+    ),
 ];
 
 /// A parsed, validated scenario.
@@ -143,6 +151,42 @@ pub struct Capacity {
     pub bytes: Option<u64>,
     /// Rows in flight at once across all tenants; unlimited when absent.
     pub concurrency: Option<u32>,
+    /// Work-conserving caps: ours runs with [`crate::scheduler::Config::spare`] set
+    /// to this, and every run is held to it (borrowing is legal, idle borrowable slots
+    /// are a work-conservation violation). Hard caps when absent.
+    pub spare: Option<SpareSpec>,
+}
+
+/// Spare capacity, as [`crate::scheduler::Spare`].
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpareSpec {
+    /// Hard limit on one tenant's rows in flight.
+    pub ceiling: u32,
+    /// Rows of each step's limit that borrowing leaves unclaimed.
+    #[serde(default)]
+    pub reserve: u32,
+}
+
+impl SpareSpec {
+    /// The scheduler's setting.
+    pub fn spare(self) -> crate::scheduler::Spare {
+        crate::scheduler::Spare {
+            ceiling: self.ceiling,
+            reserve: self.reserve,
+        }
+    }
+}
+
+/// A window in which a tenant is paused: its rows are withheld from the scheduler
+/// from step `from` up to (not including) step `until`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pause {
+    /// First paused step.
+    pub from: u64,
+    /// First step after the pause (the resume step).
+    pub until: u64,
 }
 
 /// Row sizes: a fixed size, a uniform range, or weighted choices.
@@ -254,6 +298,9 @@ pub struct TenantSpec {
     pub stagger: u64,
     /// Re-feed on drain.
     pub refeed: Option<Refeed>,
+    /// Pause windows; the same steps for every member of a group (not staggered).
+    #[serde(default)]
+    pub pause: Vec<Pause>,
     /// Steps a claimed row is held before its ack (overrides the default).
     pub hold: Option<u64>,
     /// Row sizes (overrides the default).
@@ -428,6 +475,13 @@ impl Scenario {
         if self.capacity.concurrency == Some(0) {
             return Err(invalid(file, "capacity.concurrency", "must be at least 1"));
         }
+        if self.capacity.spare.is_some_and(|sp| sp.ceiling == 0) {
+            return Err(invalid(
+                file,
+                "capacity.spare.ceiling",
+                "must be at least 1",
+            ));
+        }
         if self.tenants.is_empty() && self.fresh.is_empty() {
             return Err(invalid(
                 file,
@@ -458,6 +512,15 @@ impl Scenario {
                         return Err(invalid(file, &format!("{aat}.every"), "must be at least 1"))
                     }
                     _ => {}
+                }
+            }
+            for (j, p) in t.pause.iter().enumerate() {
+                if p.from >= p.until {
+                    return Err(invalid(
+                        file,
+                        &format!("{at}.pause[{j}]"),
+                        "`from` must be before `until`",
+                    ));
                 }
             }
             if t.arrivals.is_empty() && t.refeed.is_none() {

@@ -133,6 +133,101 @@ fn idle_capacity_with_work_waiting_is_a_violation() {
     assert!(r.exactly_once);
 }
 
+/// Claims `limits.rows` rows of the first tenant listed, or of tenant 0 when nobody is.
+struct Greedy;
+impl Policy for Greedy {
+    fn name(&self) -> &'static str {
+        "greedy"
+    }
+    fn plan(&mut self, _: u64, heads: &[TenantHead<'_>], limits: Limits) -> Vec<Claim> {
+        let Some(h) = heads.first() else {
+            return vec![Claim {
+                tenant: 0,
+                rows: 1,
+                bytes: 1024,
+            }];
+        };
+        let n = limits.rows.min(h.rows.len() as u32);
+        vec![Claim {
+            tenant: h.tenant,
+            rows: n,
+            bytes: h.rows[..n as usize].iter().map(|r| u64::from(r.size)).sum(),
+        }]
+    }
+    fn state_size(&self) -> usize {
+        0
+    }
+}
+
+#[test]
+fn a_paused_tenant_is_withheld_then_resumes_with_a_returning_episode() {
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 20\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"p\"\narrivals = [{{ at = 0, rows = 4 }}]\n\
+         pause = [{{ from = 1, until = 4 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut Ours::new(policies::sim_config()));
+    let steps: Vec<u64> = r.claims.iter().map(|c| c.0).collect();
+    assert_eq!(steps, vec![0, 4, 5, 6], "nothing is claimed while paused");
+    // Not offered while paused, so ours made no claim the simulator had to refuse.
+    assert_eq!(r.invalid_count, 0, "{:?}", r.invalid);
+    // Idle while paused is not a violation: nothing was claimable.
+    assert_eq!(r.wc_violations, 0);
+    assert_eq!(r.drain_step, Some(7));
+    // The resume starts a returning episode, served on the step it resumed.
+    assert_eq!(
+        r.tenants[0].episodes,
+        vec![(false, Some(0)), (true, Some(0))]
+    );
+    // A scheduler that claims a paused tenant anyway is refused.
+    let r = run(&sc, &mut Greedy);
+    assert_eq!(r.invalid_count, 3, "{:?}", r.invalid);
+    assert!(r.invalid[0].contains("paused tenant p"), "{:?}", r.invalid);
+
+    // Paused before its first claim: the first episode's clock starts at the resume.
+    let sc = scenario(&format!(
+        "name = \"t\"\nmax_steps = 20\n[capacity]\nrows = 1\n\
+         [[tenants]]\nname = \"p\"\narrivals = [{{ at = 0, rows = 1 }}]\n\
+         pause = [{{ from = 0, until = 5 }}]\n{PRIMARY}"
+    ));
+    let r = run(&sc, &mut Ours::new(policies::sim_config()));
+    assert_eq!(r.tenants[0].episodes, vec![(false, Some(0))]);
+    assert_eq!(r.claims, vec![(5, 0, 5)]);
+}
+
+#[test]
+fn spare_capacity_makes_borrowing_legal_and_idle_lendable_slots_violations() {
+    let sc = |ceiling: u32| {
+        scenario(&format!(
+            "name = \"t\"\nmax_steps = 5\n\
+             [capacity]\nrows = 4\nconcurrency = 4\nspare = {{ ceiling = {ceiling}, reserve = 1 }}\n\
+             [[tenants]]\nname = \"a\"\ncap = 1\nhold = 10\narrivals = [{{ at = 0, rows = 20 }}]\n{PRIMARY}"
+        ))
+    };
+    // Ours: its cap (1) and two borrowed rows, which leaves the reserve (1) free.
+    let Some(mut ours) = policies::all(&sc(3)).pop() else {
+        panic!("no schedulers")
+    };
+    let r = run(&sc(3), ours.as_mut());
+    assert_eq!(r.policy, "ours");
+    assert_eq!(r.tenants[0].served, 3);
+    assert_eq!(
+        (r.invalid_count, r.wc_violations),
+        (0, 0),
+        "{:?}",
+        r.invalid
+    );
+    // A hard cap leaves lendable slots idle on every step: 1 row, then 0 of 3 free.
+    let r = run(&sc(3), &mut policies::RoundRobin::default());
+    assert_eq!(r.tenants[0].served, 1);
+    assert_eq!(r.wc_violations, 5);
+    // Past the ceiling, and into the reserve, are refused.
+    let r = run(&sc(3), &mut Greedy);
+    assert!(r.invalid[0].contains("past the ceiling"), "{:?}", r.invalid);
+    let r = run(&sc(4), &mut Greedy);
+    assert!(r.invalid[0].contains("into the reserve"), "{:?}", r.invalid);
+}
+
 #[test]
 fn illegal_claims_are_refused_and_counted() {
     let sc = scenario(&format!(
@@ -244,6 +339,26 @@ fn a_bad_value_is_an_error_naming_the_field() {
             assert!(message.contains("speed"));
         }
         other => panic!("{other:?}"),
+    }
+    // The scenario above without its bad hold, then one bad field at a time.
+    let good = text.replace("\"speed\"", "\"jain\"");
+    let bad = [
+        (
+            "arrivals",
+            "pause = [{ from = 3, until = 3 }]\narrivals",
+            "tenants[0].pause[0]",
+        ),
+        (
+            "rows = 1\n",
+            "rows = 1\nspare = { ceiling = 0 }\n",
+            "capacity.spare.ceiling",
+        ),
+    ];
+    for (from, to, path) in bad {
+        match Scenario::parse("bad.toml", &good.replacen(from, to, 1)) {
+            Err(Error::Invalid { field, .. }) => assert_eq!(field, path),
+            other => panic!("{path}: {other:?}"),
+        }
     }
 }
 
@@ -367,7 +482,13 @@ fn hand_sim(sc: &Scenario) -> Sim<'_> {
         with_queue: BTreeSet::new(),
         exactly_once: true,
     };
-    let t = sim.add_tenant("a".into(), "a".into(), &TenantDefaults::default(), None);
+    let t = sim.add_tenant(
+        "a".into(),
+        "a".into(),
+        &TenantDefaults::default(),
+        None,
+        Vec::new(),
+    );
     sim.arrive(t, 3, 0, 0);
     sim
 }
