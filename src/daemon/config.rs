@@ -928,6 +928,26 @@ pub struct DispatchSettings {
     pub reclaim_batch: usize,
 }
 
+impl DispatchSettings {
+    /// The most rows one tenant may have in flight: its cap, or more when
+    /// it borrows slots nobody else is waiting for, up to one sink's own
+    /// concurrency bound (and never past the node's).
+    pub fn tenant_ceiling(&self) -> u32 {
+        let sink = u32::try_from(self.per_sink.min(self.max_inflight)).unwrap_or(u32::MAX);
+        sink.max(self.per_tenant)
+    }
+
+    /// The scheduler's work-conserving rule: borrow up to the ceiling,
+    /// leaving `per_tenant` of each tick's free slots for a tenant that
+    /// arrives meanwhile, so it is served on the next tick.
+    pub fn spare(&self) -> ankusa_fairness::Spare {
+        ankusa_fairness::Spare {
+            ceiling: self.tenant_ceiling(),
+            reserve: self.per_tenant,
+        }
+    }
+}
+
 impl Default for DispatchSettings {
     /// The defaults of `[dispatch]`, written once in the config.
     fn default() -> Self {

@@ -269,7 +269,9 @@ pub fn plan_tick(
     let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
     for a in &active {
         let busy = inflight.get(&a.ord).copied().unwrap_or(0);
-        let room = s.per_tenant.saturating_sub(busy) as usize;
+        // Up to the ceiling, not the cap: a tenant may borrow slots nobody
+        // else is waiting for (the scheduler decides whether it does).
+        let room = s.tenant_ceiling().saturating_sub(busy) as usize;
         // Every due row has a marker in its second, so nothing is due
         // before the tenant's oldest marker: start the range there and skip
         // the tombstones of rows already claimed.
@@ -435,6 +437,7 @@ impl Dispatcher {
         let sched = Scheduler::new(Config {
             // Remember as many tenants as the node may have, bounded anyway.
             max_tenants: (settings.writer.tenants_max as usize).min(1_000_000),
+            spare: Some(d.spare()),
             ..Config::default()
         });
         Ok(Self {
