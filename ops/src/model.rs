@@ -442,6 +442,33 @@ pub struct SinkView {
     /// Tenants it is paused for alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused_for: Vec<String>,
+    /// How its deliveries have gone: present when a daemon answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<SinkHealth>,
+}
+
+/// A sink's deliveries as the running daemon has seen them since it
+/// started (none of it is stored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkHealth {
+    /// Attempts in progress.
+    pub inflight: u64,
+    /// Attempts that delivered / failed in the last 60 seconds.
+    pub delivered_1m: u64,
+    pub failed_1m: u64,
+    /// The last answer's status (0: no answer) and, when it failed, why.
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    pub last_attempt_at: Option<u64>,
+    pub last_success_at: Option<u64>,
+    /// Failed attempts since the last success.
+    pub consecutive_failures: u64,
+    /// Over the last 512 attempts (ms).
+    pub latency_p50_ms: Option<u64>,
+    pub latency_p99_ms: Option<u64>,
+    /// Tenants whose deliveries to it failed last, most recent first (8 at
+    /// most).
+    pub failing_tenants: Vec<String>,
 }
 
 /// `GET /v1/admin/sinks`.

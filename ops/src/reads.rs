@@ -202,6 +202,7 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
                 index: e.index,
                 name: e.name,
                 endpoint: e.endpoint,
+                health: None,
             }
         })
         .collect();

@@ -121,6 +121,39 @@ pub fn sinks(cmd: SinksCommand) -> Result<ExitCode> {
                 println!("sink       {}/{} (position {})", v.source, v.name, v.index);
                 println!("endpoint   {}", v.endpoint);
                 println!("paused     {}", paused_text(&v));
+                match &v.health {
+                    None => println!("health     no daemon: no delivery figures"),
+                    Some(h) => {
+                        let now = ankusa_store::system_now_ms();
+                        let ago = |t: Option<u64>| {
+                            t.map_or("never".to_owned(), |t| {
+                                format!("{} ago", output::age(now.saturating_sub(t)))
+                            })
+                        };
+                        println!(
+                            "last min   {} delivered, {} failed, {} in flight",
+                            h.delivered_1m, h.failed_1m, h.inflight
+                        );
+                        println!(
+                            "latency    p50 {}  p99 {}",
+                            ms(h.latency_p50_ms),
+                            ms(h.latency_p99_ms)
+                        );
+                        println!(
+                            "last       status {} {}, success {}",
+                            h.last_status.map_or("-".to_owned(), |s| s.to_string()),
+                            ago(h.last_attempt_at),
+                            ago(h.last_success_at)
+                        );
+                        println!("failing    {} in a row", h.consecutive_failures);
+                        if let Some(e) = &h.last_error {
+                            println!("error      {e}");
+                        }
+                        if !h.failing_tenants.is_empty() {
+                            println!("tenants    {}", h.failing_tenants.join(", "));
+                        }
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -147,17 +180,40 @@ fn paused_text(v: &SinkView) -> String {
     }
 }
 
+fn ms(v: Option<u64>) -> String {
+    v.map_or("-".to_owned(), |v| format!("{v}ms"))
+}
+
 fn sinks_table(sinks: &[SinkView]) -> String {
     let rows: Vec<Vec<String>> = sinks
         .iter()
         .map(|v| {
+            let h = v.health.as_ref();
+            let n = |f: fn(&ankusa_ops::model::SinkHealth) -> u64| {
+                h.map_or("-".to_owned(), |h| f(h).to_string())
+            };
             vec![
                 format!("{}/{}", v.source, v.name),
                 v.index.to_string(),
                 v.endpoint.clone(),
                 paused_text(v),
+                n(|h| h.delivered_1m),
+                n(|h| h.failed_1m),
+                n(|h| h.consecutive_failures),
+                h.and_then(|h| h.last_status)
+                    .map_or("-".to_owned(), |s| s.to_string()),
+                ms(h.and_then(|h| h.latency_p99_ms)),
             ]
         })
         .collect();
-    output::table(&["sink", "position", "endpoint", "paused"], &rows)
+    let mut out = output::table(
+        &[
+            "sink", "position", "endpoint", "paused", "ok/1m", "fail/1m", "streak", "last", "p99",
+        ],
+        &rows,
+    );
+    if sinks.iter().all(|v| v.health.is_none()) {
+        out.push_str("(no daemon: no delivery figures)\n");
+    }
+    out
 }

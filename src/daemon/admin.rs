@@ -464,7 +464,12 @@ async fn sinks_list(
     Caller(who): Caller,
     _: NoQuery,
 ) -> ApiResult<Response> {
-    let page = blocking(move || reads::sinks(&s.store, &who)).await?;
+    let now = s.clock.now_ms();
+    let st = s.clone();
+    let mut page = blocking(move || reads::sinks(&st.store, &who)).await?;
+    for v in &mut page.sinks {
+        v.health = s.metrics.sinks.health(&v.source, v.index, now);
+    }
     Ok(Json(page).into_response())
 }
 

@@ -242,12 +242,30 @@ impl Deliverer {
                         None => None,
                     };
                     let started = std::time::Instant::now();
+                    self.metrics.sinks.started(&env.source_id, row.sink);
                     let verdict = self.attempt(sink, env, row, attempt).await;
-                    self.metrics
-                        .dispatch
-                        .attempt_seconds
-                        .observe(started.elapsed());
+                    let took = started.elapsed();
+                    self.metrics.dispatch.attempt_seconds.observe(took);
                     drop(permit);
+                    let (status, delivered, error) = match &verdict {
+                        Verdict::Delivered { status } => (*status, true, None),
+                        Verdict::Retry { status, error, .. }
+                        | Verdict::Permanent { status, error } => {
+                            (*status, false, Some(error.as_str()))
+                        }
+                    };
+                    self.metrics.sinks.ended(
+                        &env.source_id,
+                        row.sink,
+                        &super::sink_health::Attempt {
+                            tenant: &env.tenant,
+                            now_ms: self.clock.now_ms(),
+                            latency_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                            status,
+                            delivered,
+                            error,
+                        },
+                    );
                     (verdict, env.source_id.clone())
                 }
             },

@@ -104,6 +104,8 @@ pub struct Metrics {
     pub store_recoveries: AtomicU64,
     /// The dispatcher's and the delivery workers' counters (issue 4).
     pub dispatch: DispatchMetrics,
+    /// Per-sink delivery health ([`super::sink_health`]).
+    pub sinks: super::sink_health::SinkBoard,
     /// The archiver's counters.
     pub archive: ArchiveMetrics,
 }
@@ -123,6 +125,14 @@ impl Metrics {
     }
 
     /// Prometheus text exposition (version 0.0.4).
+    /// Metrics with a health board for the configured sinks.
+    pub fn with_sinks(sinks: super::sink_health::SinkBoard) -> Metrics {
+        Metrics {
+            sinks,
+            ..Metrics::default()
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
         let name = "ankusa_ingest_requests_total";
@@ -251,6 +261,7 @@ impl Metrics {
             r(&self.store_recoveries),
         );
         self.dispatch.render(&mut out);
+        self.sinks.render(&mut out);
         self.archive.render(&mut out);
         out
     }

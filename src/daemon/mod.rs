@@ -51,6 +51,7 @@ pub mod metrics;
 pub mod open_files;
 pub mod outcome;
 pub mod signature;
+pub mod sink_health;
 pub mod writer;
 
 use std::collections::HashMap;
@@ -143,7 +144,12 @@ impl Daemon {
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
             .wrap_err("cannot recover inflight rows at boot")?;
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::with_sinks(sink_health::SinkBoard::new(
+            settings
+                .sources
+                .iter()
+                .map(|s| (s.id.as_str(), s.sinks.len())),
+        )));
         metrics
             .recovered_inflight
             .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);

@@ -20,14 +20,22 @@ async fn sink(
     State(hits): State<Hits>,
     UrlPath(path): UrlPath<String>,
     h: HeaderMap,
-) -> &'static str {
+) -> (axum::http::StatusCode, &'static str) {
     let tenant = h
         .get("ankusa-tenant")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let down = path == "down";
     hits.lock().unwrap().push((path, tenant));
-    "ok"
+    if down {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "down for maintenance",
+        )
+    } else {
+        (axum::http::StatusCode::OK, "ok")
+    }
 }
 
 async fn start_sink(hits: Hits) -> String {
@@ -89,7 +97,9 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
     let sources = format!(
         "[[sources]]\nid = \"shop\"\ntenant_header = \"X-Tenant\"\n\
          [[sources.sinks]]\nurl = \"{base}/a\"\nname = \"alpha\"\n\
-         [[sources.sinks]]\nurl = \"{base}/b\"\nname = \"bravo\"\n"
+         [[sources.sinks]]\nurl = \"{base}/b\"\nname = \"bravo\"\n\
+         [[sources]]\nid = \"ops\"\ntenant_header = \"X-Tenant\"\n\
+         [[sources.sinks]]\nurl = \"{base}/down\"\nbackoff_initial = \"50ms\"\n"
     );
     write_config(
         dir.path(),
@@ -142,6 +152,48 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
         "{sinks}"
     );
 
+    // Sink health beside the daemon: the failing sink names its status,
+    // its streak and the tenant whose deliveries fail.
+    let r = c
+        .post(d.url("ops"))
+        .header("x-tenant", "acme")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    wait_for("failing attempts", Duration::from_secs(20), || {
+        count(&hits, "down", "acme") >= 2
+    })
+    .await;
+    let sinks = ankusa(&["sinks", "list", "--store", &store, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&sinks).unwrap();
+    let find = |v: &serde_json::Value, src: &str, i: u64| {
+        v["sinks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["source"] == src && s["index"] == i)
+            .cloned()
+            .unwrap()
+    };
+    let down = &find(&v, "ops", 0)["health"];
+    assert_eq!(down["last_status"], 503, "{sinks}");
+    assert!(
+        down["consecutive_failures"].as_u64().unwrap() >= 2,
+        "{sinks}"
+    );
+    assert_eq!(down["failing_tenants"][0], "acme", "{sinks}");
+    assert!(
+        find(&v, "shop", 0)["health"]["delivered_1m"].as_u64().unwrap() >= 40,
+        "{sinks}"
+    );
+    let shown = ankusa(&["sinks", "show", "ops/0", "--store", &store]);
+    assert!(
+        shown.contains("down for maintenance") && shown.contains("acme"),
+        "{shown}"
+    );
+
     // A crash keeps the pause.
     d.kill9();
     let d = Daemon::start(dir.path());
@@ -149,7 +201,16 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
     assert_eq!(count(&hits, "b", "acme") + count(&hits, "b", "beta"), 22);
     let sinks = ankusa(&["sinks", "list", "--store", &store, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&sinks).unwrap();
-    assert_eq!(v["sinks"][1]["paused"], true, "{sinks}");
+    assert_eq!(
+        v["sinks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "bravo")
+            .unwrap()["paused"],
+        true,
+        "{sinks}"
+    );
 
     // Resume (by position) unparks everything.
     let out = ankusa(&["sinks", "resume", "shop/1", "--store", &store]);
