@@ -333,7 +333,7 @@ fn a_missing_store_is_a_clear_error_and_nothing_is_created() {
         .arg(&missing)
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no such directory"), "{err}");
     assert!(!missing.exists(), "the console created the directory");
@@ -349,7 +349,7 @@ fn not_a_terminal_points_at_the_json_commands() {
         .arg(&dir)
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ankusa tenants list --json"), "{err}");
 }
