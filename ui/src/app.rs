@@ -15,6 +15,7 @@ use crossterm::event::KeyEvent;
 use crate::data::{
     DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantData,
 };
+use crate::fmt::quoted;
 use crate::heatmap::HeatSpec;
 use crate::keymap::{self, KeyAction, Tab};
 use crate::popups::guard::{self, Guard, GuardNext, NoScope, Stage};
@@ -89,9 +90,14 @@ pub struct App {
 /// column titles 1.
 const CHROME: u16 = 6;
 
-/// Why a guarded action is not offered.
-const CANNOT_ACT: &str =
-    "actions need a daemon to act through (FOLLOW), or WRITE mode (--write, no daemon)";
+/// Why a guarded action is not offered. Every status line fits the footer
+/// at 80 columns ([`STATUS_MAX`]); what the operator typed is cut to fit
+/// ([`quoted`]).
+pub const CANNOT_ACT: &str =
+    "no actions: they need a daemon to act through, or --write with no daemon";
+
+/// The longest status line: the footer's 80 columns less its leading space.
+pub const STATUS_MAX: usize = 79;
 
 impl App {
     pub fn new(
@@ -317,7 +323,7 @@ impl App {
                     };
                     return self.push(screen);
                 }
-                None => self.status = format!("no tenant named {name:?}"),
+                None => self.status = format!("no tenant named {}", quoted(&name, 50)),
             },
             Reply::Heatmap(h) => {
                 self.heat.data = Some(h);
@@ -572,7 +578,10 @@ impl App {
     /// of the tenant whose DLQ is shown, else of every tenant.
     fn replay_since(&mut self, d: &str) -> Vec<Effect> {
         let Ok(span) = humantime::parse_duration(d.trim()) else {
-            self.status = format!("{d:?} is not a duration (try :replay-since 30m)");
+            self.status = format!(
+                "{} is not a duration (try :replay-since 30m)",
+                quoted(d, 30)
+            );
             return Vec::new();
         };
         if !self.can_act() {
@@ -732,13 +741,13 @@ impl App {
                         self.set_sort(Some(field))
                     }
                     None => {
-                        self.status = format!("unknown counter {f:?}");
+                        self.status = format!("unknown counter {} (see ?)", quoted(f, 40));
                         Vec::new()
                     }
                 },
             },
             _ => {
-                self.status = format!("unknown command {line:?} (see ?)");
+                self.status = format!("unknown command {} (see ?)", quoted(line, 40));
                 Vec::new()
             }
         }
@@ -749,7 +758,8 @@ impl App {
     /// says how many things a repair would change (0 on a healthy store).
     fn repair(&mut self) -> Vec<Effect> {
         if self.header.mode != OpenMode::Write {
-            self.status = "a repair works on a stopped store: open the console with --write (no daemon running)".into();
+            self.status =
+                "repair needs a stopped store: reopen the console with --write (no daemon)".into();
             return Vec::new();
         }
         self.follow(Next::Guard(crate::data::ActionScope::Repair))
