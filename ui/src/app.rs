@@ -10,7 +10,7 @@
 //! screen returns.
 
 use ankusa_store::counters::Field;
-use crossterm::event::KeyEvent;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
 use crate::data::{
     DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantData,
@@ -34,6 +34,8 @@ use crate::screens::{overview, tenant, Next, Screen};
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
+    /// A click or the wheel (the terminal captures the mouse).
+    Mouse(MouseEvent),
     /// The clock ticked; `now` in ms since the epoch.
     Tick(u64),
     Resize(u16, u16),
@@ -89,6 +91,12 @@ pub struct App {
 /// Rows of chrome around a list: header 2, footer 1, block borders 2,
 /// column titles 1.
 const CHROME: u16 = 6;
+
+/// The frame's row of the tab bar (under the header line).
+pub const TAB_ROW: u16 = 1;
+/// The frame's row of a list's first row: header, tab bar, the block's top
+/// border and the column titles (the heatmap's axis) are above it.
+pub const LIST_TOP: u16 = 4;
 
 /// Why a guarded action is not offered. Every status line fits the footer
 /// at 80 columns ([`STATUS_MAX`]); what the operator typed is cut to fit
@@ -252,7 +260,57 @@ impl App {
                 self.apply(req, result)
             }
             Msg::Key(k) => self.key(k),
+            Msg::Mouse(m) => self.mouse(m),
         }
+    }
+
+    /// A click on a tab opens its screen, a click on a list row selects
+    /// it, the wheel moves the selection as `j`/`k` do (and scrolls the
+    /// help). Under a popup only the help's wheel counts: a click never
+    /// reaches the screen beneath a guard or an input line.
+    fn mouse(&mut self, m: MouseEvent) -> Vec<Effect> {
+        let wheel = match m.kind {
+            MouseEventKind::ScrollDown => Some(KeyAction::Down),
+            MouseEventKind::ScrollUp => Some(KeyAction::Up),
+            _ => None,
+        };
+        if let Some(top) = self.overlays.last() {
+            if let (Overlay::Help(scroll), Some(a)) = (top, wheel) {
+                let code = if a == KeyAction::Down {
+                    KeyCode::Down
+                } else {
+                    KeyCode::Up
+                };
+                let k = KeyEvent::new(code, KeyModifiers::NONE);
+                if let Some(s) = help::key(*scroll, &k, self.can_act()) {
+                    self.set_top(Overlay::Help(s));
+                }
+            }
+            return Vec::new();
+        }
+        if let Some(a) = wheel {
+            return self.move_sel(a);
+        }
+        if m.kind != MouseEventKind::Down(MouseButton::Left) {
+            return Vec::new();
+        }
+        if m.row == TAB_ROW {
+            return match Tab::at(m.column) {
+                Some(t) => {
+                    self.status.clear();
+                    self.goto(t)
+                }
+                None => Vec::new(),
+            };
+        }
+        if let Some(i) = m.row.checked_sub(LIST_TOP).map(usize::from) {
+            if i < self.rows_on_screen() {
+                if let Some(s) = self.sel_mut() {
+                    *s = i;
+                }
+            }
+        }
+        Vec::new()
     }
 
     fn apply(&mut self, req: Request, result: Result<Reply, String>) -> Vec<Effect> {
@@ -506,20 +564,7 @@ impl App {
                 self.refresh()
             }
             KeyAction::Down | KeyAction::Up | KeyAction::Top | KeyAction::Bottom => {
-                let n = self.rows_on_screen();
-                let at_top = matches!(action, KeyAction::Top);
-                if let Some(s) = self.sel_mut() {
-                    *s = match action {
-                        KeyAction::Down => (*s + 1).min(n.saturating_sub(1)),
-                        KeyAction::Up => s.saturating_sub(1),
-                        KeyAction::Top => 0,
-                        _ => n.saturating_sub(1),
-                    };
-                }
-                if at_top {
-                    return self.first_page();
-                }
-                Vec::new()
+                self.move_sel(action)
             }
             KeyAction::PageDown => self.page(true),
             KeyAction::PageUp => self.page(false),
@@ -559,6 +604,23 @@ impl App {
                 self.start_guard(action)
             }
         }
+    }
+
+    /// `j`/`k`/`g`/`G` (and the wheel) on a list.
+    fn move_sel(&mut self, action: KeyAction) -> Vec<Effect> {
+        let n = self.rows_on_screen();
+        if let Some(s) = self.sel_mut() {
+            *s = match action {
+                KeyAction::Down => (*s + 1).min(n.saturating_sub(1)),
+                KeyAction::Up => s.saturating_sub(1),
+                KeyAction::Top => 0,
+                _ => n.saturating_sub(1),
+            };
+        }
+        if action == KeyAction::Top {
+            return self.first_page();
+        }
+        Vec::new()
     }
 
     fn open(&mut self) -> Vec<Effect> {

@@ -110,9 +110,8 @@ fn header_line(app: &App, theme: &Theme) -> Line<'static> {
 fn tabs_line(app: &App, theme: &Theme) -> Line<'static> {
     let cur = app.screen().tab();
     let mut spans = vec![Span::raw(" ")];
-    for (i, t) in Tab::ALL.iter().enumerate() {
-        let label = format!("{} {}", i + 1, t.title());
-        if *t == cur {
+    for (t, label, _) in Tab::bar() {
+        if t == cur {
             spans.push(Span::styled(format!("[{label}]"), theme.selected()));
         } else {
             spans.push(Span::raw(format!(" {label} ")));

@@ -3,9 +3,12 @@
 //! as keys, and `NO_COLOR` leaves no colour in any cell.
 
 use crate::common::*;
-use ankusa_ui::app::{App, CANNOT_ACT, STATUS_MAX};
+use ankusa_ui::app::{App, Msg, CANNOT_ACT, LIST_TOP, STATUS_MAX, TAB_ROW};
 use ankusa_ui::data::Feed;
+use ankusa_ui::keymap::Tab;
+use ankusa_ui::popups::Overlay;
 use ankusa_ui::theme::{Theme, PAUSED};
+use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::style::Color;
 
 /// The footer row of a frame rendered at the app's size.
@@ -193,4 +196,155 @@ fn dead_counts_are_coloured_and_written() {
         "dead and paused look apart"
     );
     assert_eq!(Theme { color: false }.paused_badge().content, PAUSED);
+}
+
+fn mouse(kind: MouseEventKind, x: u16, y: u16) -> Msg {
+    Msg::Mouse(MouseEvent {
+        kind,
+        column: x,
+        row: y,
+        modifiers: KeyModifiers::NONE,
+    })
+}
+
+fn click(app: &mut App, src: &mut Feed, x: u16, y: u16) {
+    let e = app.update(mouse(MouseEventKind::Down(MouseButton::Left), x, y));
+    pump(app, src, e);
+}
+
+fn wheel(app: &mut App, src: &mut Feed, down: bool) {
+    let kind = if down {
+        MouseEventKind::ScrollDown
+    } else {
+        MouseEventKind::ScrollUp
+    };
+    let e = app.update(mouse(kind, 10, 10));
+    pump(app, src, e);
+}
+
+#[test]
+fn a_click_on_a_tab_opens_it_where_the_tab_bar_draws_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), false);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    for (t, label, at) in Tab::bar() {
+        // The label is drawn where the geometry says (inside its brackets
+        // or padding), on the tab bar's row.
+        let bar = render(&app)
+            .lines()
+            .nth(usize::from(TAB_ROW))
+            .expect("tab bar")
+            .to_owned();
+        let drawn: String = bar
+            .chars()
+            .skip(usize::from(at) + 1)
+            .take(label.len())
+            .collect();
+        assert_eq!(drawn, label, "{bar}");
+        // First column, last column of the label.
+        for x in [at, at + u16::try_from(label.len()).expect("short") + 1] {
+            type_keys(&mut app, &mut src, "1");
+            click(&mut app, &mut src, x, TAB_ROW);
+            assert_eq!(app.screen().tab(), t, "click at {x} on {bar}");
+        }
+    }
+    // Between two tabs and past the last: nothing.
+    type_keys(&mut app, &mut src, "2");
+    let (_, label, at) = &Tab::bar()[0];
+    let gap = at + u16::try_from(label.len()).expect("short") + 2;
+    click(&mut app, &mut src, gap, TAB_ROW);
+    click(&mut app, &mut src, 79, TAB_ROW);
+    assert_eq!(app.screen().tab(), Tab::Tenants);
+}
+
+#[test]
+fn a_click_on_a_row_selects_it_and_the_wheel_moves_the_selection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), false);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    for keys in ["2", "3", "4"] {
+        type_keys(&mut app, &mut src, keys);
+        let shown = match keys {
+            "2" => app.tenant_rows().len(),
+            "3" => app.heat.rows_shown(),
+            _ => app.dlq.rows_shown(),
+        };
+        assert!(shown > 5, "{keys}: {shown} rows");
+        let sel = |a: &App| match keys {
+            "2" => a.tenants.sel,
+            "3" => a.heat.sel,
+            _ => a.dlq.sel,
+        };
+        // The first list row is drawn on the frame's row LIST_TOP.
+        let first = match keys {
+            "2" => app.tenant_rows()[0].id.clone(),
+            "3" => app.heat.data.as_ref().expect("heatmap").rows[0]
+                .name
+                .clone(),
+            _ => app.dlq.data.as_ref().expect("dlq").page.entries[0]
+                .hook_id
+                .clone(),
+        };
+        let text = render(&app);
+        let drawn = text.lines().nth(usize::from(LIST_TOP)).expect("row");
+        assert!(drawn.contains(&first), "{keys}: {first} not on\n{text}");
+        // The row clicked is the row drawn selected (reverse video is not
+        // in the text, so compare with what `j` selects).
+        click(&mut app, &mut src, 20, LIST_TOP + 3);
+        assert_eq!(sel(&app), 3, "{keys}");
+        let clicked = render(&app);
+        type_keys(&mut app, &mut src, "gjjj");
+        assert_eq!(sel(&app), 3);
+        assert_eq!(render(&app), clicked, "{keys}");
+        // Past the last row, on the chrome above: the selection stays.
+        click(
+            &mut app,
+            &mut src,
+            20,
+            LIST_TOP + u16::try_from(shown).expect("rows"),
+        );
+        click(&mut app, &mut src, 20, LIST_TOP - 1);
+        assert_eq!(sel(&app), 3, "{keys}");
+        wheel(&mut app, &mut src, true);
+        wheel(&mut app, &mut src, true);
+        assert_eq!(sel(&app), 5, "{keys}");
+        for _ in 0..10 {
+            wheel(&mut app, &mut src, false);
+        }
+        assert_eq!(sel(&app), 0, "{keys}");
+        for _ in 0..(shown + 5) {
+            wheel(&mut app, &mut src, true);
+        }
+        assert_eq!(
+            sel(&app),
+            shown - 1,
+            "{keys}: the wheel stops at the last row"
+        );
+    }
+}
+
+#[test]
+fn under_a_popup_only_the_help_scrolls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), false);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, "2?");
+    wheel(&mut app, &mut src, true);
+    wheel(&mut app, &mut src, true);
+    assert_eq!(app.overlays, vec![Overlay::Help(2)]);
+    assert_eq!(app.tenants.sel, 0, "the list under the help did not move");
+    click(&mut app, &mut src, 38, TAB_ROW);
+    click(&mut app, &mut src, 20, LIST_TOP + 2);
+    assert_eq!(app.screen().tab(), Tab::Tenants);
+    assert_eq!(app.tenants.sel, 0);
+    // The filter line: a click does not reach the list either.
+    type_keys(&mut app, &mut src, "\x1b/");
+    click(&mut app, &mut src, 20, LIST_TOP + 2);
+    assert_eq!(app.tenants.sel, 0);
 }
