@@ -217,13 +217,6 @@ const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", DEAD, "bytes"
 /// The dead count's column: after ord and tenant, `COUNTER_TITLES[3]`.
 const DEAD_COL: usize = 2 + 3;
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_dead_column_is_the_dead_counter() {
-        assert_eq!(super::COUNTER_TITLES[super::DEAD_COL - 2], super::DEAD);
-    }
-}
 
 pub fn draw(
     f: &mut Frame,
@@ -320,5 +313,13 @@ pub fn draw(
             ..area.inner(ratatui::layout::Margin::new(1, 0))
         };
         f.render_widget(Paragraph::new("  no tenants match"), inner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dead_column_is_the_dead_counter() {
+        assert_eq!(super::COUNTER_TITLES[super::DEAD_COL - 2], super::DEAD);
     }
 }
