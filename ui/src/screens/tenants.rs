@@ -217,7 +217,6 @@ const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", DEAD, "bytes"
 /// The dead count's column: after ord and tenant, `COUNTER_TITLES[3]`.
 const DEAD_COL: usize = 2 + 3;
 
-
 pub fn draw(
     f: &mut Frame,
     t: &TenantsState,

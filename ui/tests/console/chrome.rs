@@ -348,3 +348,20 @@ fn under_a_popup_only_the_help_scrolls() {
     click(&mut app, &mut src, 20, LIST_TOP + 2);
     assert_eq!(app.tenants.sel, 0);
 }
+
+#[test]
+fn every_notice_fits_the_footer_at_80_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fixture_store(dir.path());
+    let mut src = open(dir.path(), false);
+    for n in [
+        ankusa_ui::data::feed::write_ignored(4_194_304),
+        ankusa_ui::data::migration::over_limit(u32::MAX),
+    ] {
+        let mut app = app_for(&src, 80, 24);
+        start(&mut app, &mut src);
+        app.notices.push(n.clone());
+        assert!(n.chars().count() <= STATUS_MAX, "{n}");
+        assert_eq!(footer(&app), format!(" {n}"));
+    }
+}
