@@ -2,13 +2,14 @@
 //!
 //! Subcommands are thin: they parse, open the store the right way, call the
 //! `ankusa-store` API and print. Exit codes: 0 success, 1 a check or bench
-//! that ran and failed its assertion, 2 an error (bad input, unreadable
-//! store, I/O).
+//! that ran and failed its assertion; a failure's code and what it prints
+//! are [`failure`]'s (docs/cli.md).
 
 mod bench;
 mod cli;
 mod daemon;
 mod demo;
+mod failure;
 mod output;
 
 use std::process::ExitCode;
@@ -16,20 +17,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    if let Err(e) = color_eyre::config::HookBuilder::default()
-        .display_env_section(false)
-        .install()
-    {
-        eprintln!("ankusa: cannot install error reporting: {e}");
-    }
+    failure::install();
     init_tracing();
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => code,
-        Err(report) => {
-            eprintln!("Error: {report:?}");
-            ExitCode::from(2)
-        }
+        Err(report) => failure::report(&report),
     }
 }
 

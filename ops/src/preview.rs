@@ -1,9 +1,11 @@
 //! A bounded, redacted preview of a hook: headers with secret-looking values
 //! replaced, and at most [`BODY_MAX`] bytes of body, shown as text when it
-//! is UTF-8 text and as a hex dump otherwise. The one redaction rule: the
-//! admin API's DLQ entry ([`crate::reads::dlq_detail`]) and the console's
-//! DLQ detail both build their view here, so neither can show what the
-//! other hides.
+//! is UTF-8 text and as a hex dump otherwise; a JSON object or array shown
+//! whole is re-indented ([`pretty_json`]) when that still fits [`BODY_MAX`].
+//! The one redaction rule and the one layout: the admin API's DLQ entry
+//! ([`crate::reads::dlq_detail`], which `ankusa dlq show` prints) and the
+//! console's DLQ detail both build their view here, so neither can show what
+//! the other hides, and both show a body the same way.
 
 use ankusa_store::values::Envelope;
 
@@ -39,7 +41,8 @@ pub struct Preview {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     Empty,
-    /// UTF-8 text, cut at [`BODY_MAX`] bytes on a character boundary.
+    /// UTF-8 text, cut at [`BODY_MAX`] bytes on a character boundary
+    /// (a whole JSON object or array re-indented, see [`pretty_json`]).
     Text {
         text: String,
         truncated: bool,
@@ -98,10 +101,14 @@ pub fn body(b: &[u8]) -> Body {
     match text {
         Some(s) if looks_textual(s) => {
             let (text, cut) = printable(s, BODY_MAX);
-            Body::Text {
-                text,
-                truncated: cut || b.len() > head.len(),
-            }
+            let truncated = cut || b.len() > head.len();
+            // Re-indented from the printable text, so what the redaction
+            // and the control-character rule removed stays removed.
+            let text = match truncated {
+                false => pretty_json(&text).unwrap_or(text),
+                true => text,
+            };
+            Body::Text { text, truncated }
         }
         _ => {
             let shown = &b[..b.len().min(HEX_MAX)];
@@ -129,6 +136,71 @@ pub fn body(b: &[u8]) -> Body {
             }
         }
     }
+}
+
+/// `text` re-indented by two spaces per level when it is one JSON object or
+/// array and the result is at most [`BODY_MAX`] bytes; `None` otherwise
+/// (a scalar, not JSON, or too long: shown as it came). Only whitespace
+/// outside strings changes: key order, numbers and escapes stay as sent.
+pub fn pretty_json(text: &str) -> Option<String> {
+    let t = text.trim();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(t).ok()?;
+    let mut out = String::with_capacity(t.len() * 2);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n("  ", depth));
+    };
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    let mut chars = t.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_str {
+            out.push(c);
+            match (esc, c) {
+                (true, _) => esc = false,
+                (false, '\\') => esc = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+        } else {
+            match c {
+                '"' => {
+                    in_str = true;
+                    out.push(c);
+                }
+                '{' | '[' => {
+                    while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                    out.push(c);
+                    // `{}` and `[]` stay on one line.
+                    match chars.next_if(|n| matches!(n, '}' | ']')) {
+                        Some(close) => out.push(close),
+                        None => {
+                            depth += 1;
+                            newline(&mut out, depth);
+                        }
+                    }
+                }
+                '}' | ']' => {
+                    depth = depth.saturating_sub(1);
+                    newline(&mut out, depth);
+                    out.push(c);
+                }
+                ',' => {
+                    out.push(',');
+                    newline(&mut out, depth);
+                }
+                ':' => out.push_str(": "),
+                c if c.is_whitespace() => {}
+                c => out.push(c),
+            }
+        }
+        if out.len() > BODY_MAX {
+            return None;
+        }
+    }
+    Some(out)
 }
 
 fn looks_textual(s: &str) -> bool {
@@ -228,6 +300,66 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_whole_json_body_is_re_indented_and_nothing_else_changes() {
+        let sent = br#"{"event":"order.updated","n":1.50,"s":"a, b: {c} \"q\" [d]","e":{},"l":[1, [],{"x":null}]}"#;
+        let Body::Text { text, truncated } = body(sent) else {
+            panic!("text")
+        };
+        assert!(!truncated);
+        let want = r#"{
+  "event": "order.updated",
+  "n": 1.50,
+  "s": "a, b: {c} \"q\" [d]",
+  "e": {},
+  "l": [
+    1,
+    [],
+    {
+      "x": null
+    }
+  ]
+}"#;
+        assert_eq!(text, want);
+        // The same value, only whitespace outside strings differs.
+        let a: serde_json::Value = serde_json::from_slice(sent).expect("json");
+        let b: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(a, b);
+        // Not JSON, a scalar, or cut at the bound: shown as sent.
+        for as_sent in [&b"{not json"[..], br#""just a string""#, b"42"] {
+            let Body::Text { text, .. } = body(as_sent) else {
+                panic!("text")
+            };
+            assert_eq!(text.as_bytes(), as_sent);
+        }
+        let big = format!("[{}]", vec!["1"; 800].join(","));
+        assert!(big.len() < BODY_MAX, "compact it fits");
+        assert_eq!(pretty_json(&big), None, "re-indented it would not");
+        let Body::Text { text, .. } = body(big.as_bytes()) else {
+            panic!("text")
+        };
+        assert_eq!(text, big);
+        let cut = format!("{{\"pad\":\"{}\"}}", "x".repeat(BODY_MAX));
+        let Body::Text { text, truncated } = body(cut.as_bytes()) else {
+            panic!("text")
+        };
+        assert!(truncated && text.starts_with("{\"pad\":\"xxx"));
+    }
+
+    #[test]
+    fn a_json_body_keeps_the_control_character_rule() {
+        // A raw escape is replaced before the body is re-indented; an
+        // escaped one (\u001b) stays the six characters it was.
+        let Body::Text { text, .. } = body(b"{\"a\":\"x\x1b[2Jy and more text\"}") else {
+            panic!("text")
+        };
+        assert!(!text.contains('\x1b'));
+        let Body::Text { text, .. } = body(br#"{"a":"\u001b[2J"}"#) else {
+            panic!("text")
+        };
+        assert_eq!(text, "{\n  \"a\": \"\\u001b[2J\"\n}");
     }
 
     #[test]

@@ -16,14 +16,16 @@ use ankusa_ops::operator::Operator;
 use ankusa_store::{Store, StoreError};
 use color_eyre::eyre::{eyre, Result, WrapErr};
 
+use crate::failure;
+
 /// The daemon if one answers on the store's socket; else the store,
 /// read-only (`write` false) or as its writer.
 pub fn open(dir: &Path, token: Option<String>, write: bool) -> Result<Operator> {
     if !dir.is_dir() {
-        return Err(eyre!(
-            "no store at {}: the directory does not exist",
+        return Err(failure::not_found(format!(
+            "no store at {}: the directory does not exist; pass the directory of an existing store (--store or ANKUSA_STORE)",
             dir.display()
-        ));
+        )));
     }
     if let Probe::Daemon(c) = Client::probe(dir, token)? {
         return Ok(Operator::Daemon(c));
@@ -34,13 +36,13 @@ pub fn open(dir: &Path, token: Option<String>, write: bool) -> Result<Operator> 
             Ok(s) => s,
             Err(StoreError::Locked { .. }) => {
                 let pid = ankusa_store::lock::holder(dir).ok().flatten();
-                return Err(eyre!(
+                return Err(failure::unavailable(format!(
                     "the store at {} is held by another process{} that does not answer on {}: \
                      is a daemon running with admin.socket = false? Use its admin API, or stop it",
                     dir.display(),
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
                     ankusa_ops::socket_path(dir).display()
-                ));
+                )));
             }
             Err(e) => {
                 return Err(eyre!(e).wrap_err(format!("cannot open the store at {}", dir.display())))
@@ -98,7 +100,7 @@ pub fn finish(op: &Operator, job: Job) -> Result<Job> {
     Ok(done)
 }
 
-/// 0 for a job that finished its work, 2 (an error, reported) otherwise.
+/// 0 for a job that finished its work, 5 (unexpected, reported) otherwise.
 pub fn exit_code(done: &Job) -> std::process::ExitCode {
     if done.state == JobState::Done {
         return std::process::ExitCode::SUCCESS;
@@ -106,7 +108,7 @@ pub fn exit_code(done: &Job) -> std::process::ExitCode {
     if let Some(e) = &done.error {
         eprintln!("ankusa: job {} failed: {e}", done.id);
     }
-    std::process::ExitCode::from(2)
+    failure::Exit::Unexpected.code()
 }
 
 pub fn state(j: &Job) -> &'static str {
@@ -120,8 +122,8 @@ pub fn state(j: &Job) -> &'static str {
 /// Asks for a typed confirmation on a terminal; refuses without one.
 pub fn confirm(prompt: &str, expected: &str) -> Result<()> {
     if !std::io::stdin().is_terminal() {
-        return Err(eyre!(
-            "refusing to run without confirmation: stdin is not a terminal; pass --yes (after a --dry-run) to run it from a script"
+        return Err(failure::unavailable(
+            "refusing to run without confirmation: stdin is not a terminal; pass --yes (after a --dry-run) to run it from a script",
         ));
     }
     eprint!("{prompt}");
@@ -132,8 +134,8 @@ pub fn confirm(prompt: &str, expected: &str) -> Result<()> {
     if line.trim() == expected {
         Ok(())
     } else {
-        Err(eyre!(
+        Err(failure::usage(format!(
             "not confirmed (expected {expected:?}); nothing was changed"
-        ))
+        )))
     }
 }

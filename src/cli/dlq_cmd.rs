@@ -7,7 +7,9 @@ use std::time::SystemTime;
 use color_eyre::eyre::{eyre, Result};
 
 use super::backend;
+use super::tenants_cmd::LIST_HINT;
 use super::DlqCommand;
+use crate::failure;
 use crate::output;
 use crate::output::print_json;
 use ankusa_ops::model::{DlqDetail, ReplayRequest};
@@ -35,7 +37,9 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             } else {
                 ankusa_store::queries::DlqOrder::NewestFirst
             };
-            let page = b.dlq(tenant.as_deref(), order, cursor.as_deref(), limit)?;
+            let page = b
+                .dlq(tenant.as_deref(), order, cursor.as_deref(), limit)
+                .map_err(|e| failure::if_not_found(e, LIST_HINT))?;
             if json {
                 print_json(&page)?;
             } else {
@@ -70,7 +74,9 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             json,
         } => {
             let b = backend::open(&store.store, admin.token, false)?;
-            let d = b.dlq_entry(&id)?;
+            let d = b
+                .dlq_entry(&id)
+                .map_err(|e| failure::if_not_found(e, "`ankusa dlq list` shows the dead hooks"))?;
             if json {
                 print_json(&d)?;
             } else {
@@ -108,7 +114,10 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                 dry_run,
             };
             let b = backend::open(&store.store, admin.token, true)?;
-            let Action::Counted(count) = b.replay(req.clone(), true)? else {
+            let Action::Counted(count) = b
+                .replay(req.clone(), true)
+                .map_err(|e| failure::if_not_found(e, "`ankusa dlq list` shows the dead rows"))?
+            else {
                 return Err(eyre!("the dry run started a job"));
             };
             if dry_run {

@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use ankusa_store::migrate::{self, Cursor, Migration, Phase, Status};
 use ankusa_store::{check, tenants, Store};
-use color_eyre::eyre::{bail, Result};
+use color_eyre::eyre::Result;
 
+use crate::failure;
 use crate::output;
 use crate::output::print_json;
 
@@ -54,15 +55,17 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(pid) = ankusa_store::lock::holder(path)? {
-        bail!(
+        return Err(failure::unavailable(format!(
             "a daemon (pid {pid}) holds {}; stop it before migrating",
             path.display()
-        );
+        )));
     }
     let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !yes {
         if !tty {
-            bail!("refusing to migrate without confirmation: run on a terminal, or pass --yes");
+            return Err(failure::unavailable(
+                "refusing to migrate without confirmation: run on a terminal, or pass --yes",
+            ));
         }
         eprintln!("{}", plan.description);
         eprintln!(

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use ankusa_store::{check, fixture, info, Store};
-use color_eyre::eyre::{bail, Result, WrapErr};
+use color_eyre::eyre::{Result, WrapErr};
 
 use super::{QuarantineCommand, StoreCommand};
+use crate::failure;
 use crate::output::{self, print_json};
 
 pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
@@ -65,10 +66,10 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
         StoreCommand::Quarantine(q) => quarantine(q),
         StoreCommand::Backup { store, out } => {
             if let Some(pid) = ankusa_store::lock::holder(&store.store)? {
-                bail!(
+                return Err(failure::unavailable(format!(
                     "a daemon (pid {pid}) holds {}; stop it before taking a backup",
                     store.store.display()
-                );
+                )));
             }
             let started = Instant::now();
             Store::backup(&store.store, &out)?;
@@ -94,10 +95,10 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
                     .next()
                     .is_some()
             {
-                bail!(
+                return Err(failure::usage(format!(
                     "{} exists and is not empty; a fixture is written into a new directory",
                     out.display()
-                );
+                )));
             }
             let s = if format == 2 {
                 Store::create_v2(&out)?
@@ -290,10 +291,10 @@ fn print_check(r: &check::CheckReport) {
 /// Opens a stopped store as its writer, or says why not.
 fn open_stopped(path: &std::path::Path) -> Result<Store> {
     if let Some(pid) = ankusa_store::lock::holder(path)? {
-        bail!(
+        return Err(failure::unavailable(format!(
             "a daemon (pid {pid}) holds {}; stop it first (this works on a stopped store)",
             path.display()
-        );
+        )));
     }
     Ok(Store::open(path)?)
 }
@@ -441,11 +442,18 @@ fn quarantine(cmd: QuarantineCommand) -> Result<ExitCode> {
                 }
             } else {
                 for k in &keys {
-                    let key = q::from_hex(k)
-                        .ok_or_else(|| color_eyre::eyre::eyre!("{k:?} is not a hex key"))?;
+                    let key = q::from_hex(k).ok_or_else(|| {
+                        failure::usage(format!(
+                            "{k:?} is not a hex key (`ankusa store quarantine list` prints them)"
+                        ))
+                    })?;
                     match q::get(&s, &key)? {
                         Some(r) => rows.push(r),
-                        None => bail!("no quarantined row with key {k}"),
+                        None => {
+                            return Err(failure::not_found(format!(
+                                "no quarantined row with key {k}; `ankusa store quarantine list` shows them"
+                            )))
+                        }
                     }
                 }
             }

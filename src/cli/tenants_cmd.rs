@@ -7,10 +7,14 @@ use color_eyre::eyre::{eyre, Result};
 
 use super::backend;
 use super::TenantsCommand;
+use crate::failure;
 use crate::output;
 use crate::output::print_json;
 use ankusa_ops::model::{DlqEntry, TenantDetail, TenantsPage};
 use ankusa_ops::operator::Action;
+
+/// What to do about a tenant name that matches none.
+pub const LIST_HINT: &str = "`ankusa tenants list` shows the tenants";
 
 pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
     match cmd {
@@ -43,7 +47,9 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             json,
         } => {
             let b = backend::open(&store.store, admin.token, false)?;
-            let t = b.tenant(&tenant)?;
+            let t = b
+                .tenant(&tenant)
+                .map_err(|e| failure::if_not_found(e, LIST_HINT))?;
             if json {
                 print_json(&t)?;
             } else {
@@ -62,7 +68,10 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
         } => {
             let kinds = ankusa_ops::jobs::parse_kinds(&kinds)?;
             let b = backend::open(&store.store, admin.token, true)?;
-            let Action::Counted(count) = b.purge(&tenant, kinds, true)? else {
+            let Action::Counted(count) = b
+                .purge(&tenant, kinds, true)
+                .map_err(|e| failure::if_not_found(e, LIST_HINT))?
+            else {
                 return Err(eyre!("the dry run started a job"));
             };
             if dry_run {

@@ -79,14 +79,21 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
         None => {
             let p = PathBuf::from("ankusa.toml");
             if !p.exists() {
-                return Err(eyre!(
+                return Err(crate::failure::not_found(
                     "no config file: pass --config FILE, set ANKUSA_CONFIG, or create ./ankusa.toml \
-                     (ankusa.example.toml is a documented starting point)"
+                     (ankusa.example.toml is a documented starting point)",
                 ));
             }
             p
         }
     };
+    if !path.exists() {
+        return Err(crate::failure::not_found(format!(
+            "no config file at {}: pass --config FILE or set ANKUSA_CONFIG \
+             (ankusa.example.toml is a documented starting point)",
+            path.display()
+        )));
+    }
     let settings = Settings::load(&path)?;
     let budget = open_files::raise(&settings).map_err(|e| eyre!(e))?;
     tracing::info!(
@@ -438,11 +445,11 @@ fn open_store(path: &Path) -> Result<Store> {
         Err(StoreError::Locked { .. }) => {
             let holder = ankusa_store::lock::holder(path).ok().flatten();
             let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
-            Err(eyre!(
+            Err(crate::failure::unavailable(format!(
                 "the store at {} is in use by another process{who}: is another `ankusa serve` running on it? \
                  Stop it first; a store has exactly one daemon",
                 path.display()
-            ))
+            )))
         }
         Err(e) => Err(eyre!(e).wrap_err(format!("cannot open the store at {}", path.display()))),
     }

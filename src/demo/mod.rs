@@ -70,11 +70,11 @@ pub struct DemoOptions {
 /// `ankusa demo`.
 pub fn run(opts: DemoOptions) -> Result<ExitCode> {
     if !opts.no_console && !std::io::stdout().is_terminal() {
-        bail!(
-            "stdout is not a terminal: `ankusa demo` opens the interactive console. \
-             Run `ankusa demo --no-console` for a headless run that prints a summary \
-             (add --json for machine-readable output)."
-        );
+        return Err(crate::failure::unavailable(
+            "stdout is not a terminal: `ankusa demo` opens the interactive console; \
+             run `ankusa demo --no-console` for a headless run that prints a summary \
+             (add --json for machine-readable output)",
+        ));
     }
     let place = Place::prepare(opts.store.as_deref(), opts.keep)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -142,11 +142,11 @@ impl Place {
             Err(e) => return Err(eyre!(e).wrap_err(format!("cannot read {}", dir.display()))),
             Ok(mut entries) => {
                 if entries.next().is_some() && !dir.join("CURRENT").exists() {
-                    bail!(
+                    return Err(crate::failure::usage(format!(
                         "{} is not empty and is not an ankusa store: give `--store` a new or empty \
                          directory (or a store an earlier demo left)",
                         dir.display()
-                    );
+                    )));
                 }
             }
         }

@@ -47,7 +47,7 @@ fn a_migration_killed_with_sigkill_resumes_and_counts_nothing_twice() {
 
     // The daemon's and the read commands' refusal names the command.
     let o = ankusa(&["store", "info", "--store", s]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&o.stderr).contains("ankusa store migrate"));
 
     let o = ankusa(&["store", "migrate", "--store", s, "--dry-run"]);
@@ -64,7 +64,7 @@ fn a_migration_killed_with_sigkill_resumes_and_counts_nothing_twice() {
     let o = ankusa(&["store", "migrate", "--store", s]);
     assert_eq!(
         o.status.code(),
-        Some(2),
+        Some(4),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -220,7 +220,7 @@ fn a_running_daemon_blocks_the_backup() {
         "--out",
         dir.path().join("b").to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(4));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("holds"),
         "{}",

@@ -238,11 +238,11 @@ fn store_check_names_delivery_rows_without_exactly_one_index_row() {
 }
 
 #[test]
-fn bad_input_exits_2_with_a_clear_message() {
+fn bad_input_exits_with_its_documented_code_and_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
     let o = ankusa(&["store", "info", "--store", missing.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("no store at"),
         "{}",
@@ -252,7 +252,7 @@ fn bad_input_exits_2_with_a_clear_message() {
 
     let store = fixture(dir.path(), 3, 10);
     let o = ankusa(&["tenants", "show", "nobody", "--store", &store]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no tenant \"nobody\""));
 
     let o = ankusa(&["store", "fixture", "--format", "3", "--out", &store]);

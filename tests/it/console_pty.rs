@@ -121,6 +121,23 @@ impl Console {
             s.contents()
         );
         assert!(!s.hide_cursor(), "the cursor was left hidden");
+        assert_eq!(
+            s.mouse_protocol_mode(),
+            vt100::MouseProtocolMode::None,
+            "the mouse was left captured"
+        );
+    }
+
+    /// A left click at the frame's 0-based (`x`, `y`), as an xterm sends it
+    /// (SGR encoding, 1-based): press, then release.
+    fn click(&mut self, x: u16, y: u16) {
+        self.send(&format!(
+            "\x1b[<0;{};{}M\x1b[<0;{};{}m",
+            x + 1,
+            y + 1,
+            x + 1,
+            y + 1
+        ));
     }
 }
 
@@ -209,6 +226,22 @@ fn opens_navigates_to_a_tenant_and_its_dlq_shows_the_right_numbers_and_restores_
         .find(|l| l.contains("dead (DLQ)"))
         .expect("dead line");
     assert!(dead_line.contains(&num(node.dead)), "{dead_line}");
+
+    // The console captures the mouse: a click on the tab bar's "4 DLQ"
+    // opens the DLQ (column 38: " ", then "[1 Overview] ", " 2 Tenants  ",
+    // " 3 Heatmap  ").
+    assert_ne!(
+        c.parser
+            .lock()
+            .expect("parser")
+            .screen()
+            .mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None
+    );
+    c.click(38, 1);
+    c.wait_for(&["DLQ: all tenants"]);
+    c.send("1");
+    c.wait_for(&["Overview (node counters)"]);
 
     c.send(":tenant dead-only\r");
     c.wait_for(&["Tenant dead-only", &format!("dead {}", num(dead))]);
@@ -333,7 +366,7 @@ fn a_missing_store_is_a_clear_error_and_nothing_is_created() {
         .arg(&missing)
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no such directory"), "{err}");
     assert!(!missing.exists(), "the console created the directory");
@@ -349,7 +382,7 @@ fn not_a_terminal_points_at_the_json_commands() {
         .arg(&dir)
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ankusa tenants list --json"), "{err}");
 }

@@ -668,7 +668,7 @@ fn a_second_daemon_on_the_same_store_is_refused_clearly() {
         .arg(dir.path().join("ankusa.toml"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("in use by another process"), "{err}");
     assert!(err.contains(&format!("pid {}", first.pid())), "{err}");

@@ -132,6 +132,6 @@ fn the_console_demo_needs_a_terminal() {
         .output()
         .expect("run ankusa demo");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("--no-console"), "{stderr}");
 }

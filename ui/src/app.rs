@@ -10,11 +10,12 @@
 //! screen returns.
 
 use ankusa_store::counters::Field;
-use crossterm::event::KeyEvent;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
 use crate::data::{
     DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantData,
 };
+use crate::fmt::quoted;
 use crate::heatmap::HeatSpec;
 use crate::keymap::{self, KeyAction, Tab};
 use crate::popups::guard::{self, Guard, GuardNext, NoScope, Stage};
@@ -33,6 +34,8 @@ use crate::screens::{overview, tenant, Next, Screen};
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
+    /// A click or the wheel (the terminal captures the mouse).
+    Mouse(MouseEvent),
     /// The clock ticked; `now` in ms since the epoch.
     Tick(u64),
     Resize(u16, u16),
@@ -89,9 +92,20 @@ pub struct App {
 /// column titles 1.
 const CHROME: u16 = 6;
 
-/// Why a guarded action is not offered.
-const CANNOT_ACT: &str =
-    "actions need a daemon to act through (FOLLOW), or WRITE mode (--write, no daemon)";
+/// The frame's row of the tab bar (under the header line).
+pub const TAB_ROW: u16 = 1;
+/// The frame's row of a list's first row: header, tab bar, the block's top
+/// border and the column titles (the heatmap's axis) are above it.
+pub const LIST_TOP: u16 = 4;
+
+/// Why a guarded action is not offered. Every status line fits the footer
+/// at 80 columns ([`STATUS_MAX`]); what the operator typed is cut to fit
+/// ([`quoted`]).
+pub const CANNOT_ACT: &str =
+    "no actions: they need a daemon to act through, or --write with no daemon";
+
+/// The longest status line: the footer's 80 columns less its leading space.
+pub const STATUS_MAX: usize = 79;
 
 impl App {
     pub fn new(
@@ -246,7 +260,57 @@ impl App {
                 self.apply(req, result)
             }
             Msg::Key(k) => self.key(k),
+            Msg::Mouse(m) => self.mouse(m),
         }
+    }
+
+    /// A click on a tab opens its screen, a click on a list row selects
+    /// it, the wheel moves the selection as `j`/`k` do (and scrolls the
+    /// help). Under a popup only the help's wheel counts: a click never
+    /// reaches the screen beneath a guard or an input line.
+    fn mouse(&mut self, m: MouseEvent) -> Vec<Effect> {
+        let wheel = match m.kind {
+            MouseEventKind::ScrollDown => Some(KeyAction::Down),
+            MouseEventKind::ScrollUp => Some(KeyAction::Up),
+            _ => None,
+        };
+        if let Some(top) = self.overlays.last() {
+            if let (Overlay::Help(scroll), Some(a)) = (top, wheel) {
+                let code = if a == KeyAction::Down {
+                    KeyCode::Down
+                } else {
+                    KeyCode::Up
+                };
+                let k = KeyEvent::new(code, KeyModifiers::NONE);
+                if let Some(s) = help::key(*scroll, &k, self.can_act()) {
+                    self.set_top(Overlay::Help(s));
+                }
+            }
+            return Vec::new();
+        }
+        if let Some(a) = wheel {
+            return self.move_sel(a);
+        }
+        if m.kind != MouseEventKind::Down(MouseButton::Left) {
+            return Vec::new();
+        }
+        if m.row == TAB_ROW {
+            return match Tab::at(m.column) {
+                Some(t) => {
+                    self.status.clear();
+                    self.goto(t)
+                }
+                None => Vec::new(),
+            };
+        }
+        if let Some(i) = m.row.checked_sub(LIST_TOP).map(usize::from) {
+            if i < self.rows_on_screen() {
+                if let Some(s) = self.sel_mut() {
+                    *s = i;
+                }
+            }
+        }
+        Vec::new()
     }
 
     fn apply(&mut self, req: Request, result: Result<Reply, String>) -> Vec<Effect> {
@@ -317,7 +381,7 @@ impl App {
                     };
                     return self.push(screen);
                 }
-                None => self.status = format!("no tenant named {name:?}"),
+                None => self.status = format!("no tenant named {}", quoted(&name, 50)),
             },
             Reply::Heatmap(h) => {
                 self.heat.data = Some(h);
@@ -500,20 +564,7 @@ impl App {
                 self.refresh()
             }
             KeyAction::Down | KeyAction::Up | KeyAction::Top | KeyAction::Bottom => {
-                let n = self.rows_on_screen();
-                let at_top = matches!(action, KeyAction::Top);
-                if let Some(s) = self.sel_mut() {
-                    *s = match action {
-                        KeyAction::Down => (*s + 1).min(n.saturating_sub(1)),
-                        KeyAction::Up => s.saturating_sub(1),
-                        KeyAction::Top => 0,
-                        _ => n.saturating_sub(1),
-                    };
-                }
-                if at_top {
-                    return self.first_page();
-                }
-                Vec::new()
+                self.move_sel(action)
             }
             KeyAction::PageDown => self.page(true),
             KeyAction::PageUp => self.page(false),
@@ -555,6 +606,23 @@ impl App {
         }
     }
 
+    /// `j`/`k`/`g`/`G` (and the wheel) on a list.
+    fn move_sel(&mut self, action: KeyAction) -> Vec<Effect> {
+        let n = self.rows_on_screen();
+        if let Some(s) = self.sel_mut() {
+            *s = match action {
+                KeyAction::Down => (*s + 1).min(n.saturating_sub(1)),
+                KeyAction::Up => s.saturating_sub(1),
+                KeyAction::Top => 0,
+                _ => n.saturating_sub(1),
+            };
+        }
+        if action == KeyAction::Top {
+            return self.first_page();
+        }
+        Vec::new()
+    }
+
     fn open(&mut self) -> Vec<Effect> {
         let next = match self.screen().clone() {
             Screen::Tenants => self.tenants.open(self.list_rows()),
@@ -572,7 +640,10 @@ impl App {
     /// of the tenant whose DLQ is shown, else of every tenant.
     fn replay_since(&mut self, d: &str) -> Vec<Effect> {
         let Ok(span) = humantime::parse_duration(d.trim()) else {
-            self.status = format!("{d:?} is not a duration (try :replay-since 30m)");
+            self.status = format!(
+                "{} is not a duration (try :replay-since 30m)",
+                quoted(d, 30)
+            );
             return Vec::new();
         };
         if !self.can_act() {
@@ -732,13 +803,13 @@ impl App {
                         self.set_sort(Some(field))
                     }
                     None => {
-                        self.status = format!("unknown counter {f:?}");
+                        self.status = format!("unknown counter {} (see ?)", quoted(f, 40));
                         Vec::new()
                     }
                 },
             },
             _ => {
-                self.status = format!("unknown command {line:?} (see ?)");
+                self.status = format!("unknown command {} (see ?)", quoted(line, 40));
                 Vec::new()
             }
         }
@@ -749,7 +820,8 @@ impl App {
     /// says how many things a repair would change (0 on a healthy store).
     fn repair(&mut self) -> Vec<Effect> {
         if self.header.mode != OpenMode::Write {
-            self.status = "a repair works on a stopped store: open the console with --write (no daemon running)".into();
+            self.status =
+                "repair needs a stopped store: reopen the console with --write (no daemon)".into();
             return Vec::new();
         }
         self.follow(Next::Guard(crate::data::ActionScope::Repair))

@@ -82,6 +82,22 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// Cuts a string to `max` characters with an ellipsis.
+/// `s` in quotes, cut to `max` characters: what an operator typed, inside a
+/// status line that must fit the footer.
+pub fn quoted(s: &str, max: usize) -> String {
+    format!("{:?}", cut(s, max))
+}
+
+/// `s` cut from the left to `max` characters (a path's end says most).
+pub fn cut_left(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        s.to_owned()
+    } else {
+        format!("…{}", s.chars().skip(n + 1 - max).collect::<String>())
+    }
+}
+
 pub fn cut(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_owned()

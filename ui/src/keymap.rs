@@ -59,6 +59,34 @@ impl Tab {
         Tab::Log,
     ];
 
+    /// The tab bar's geometry: each tab, its label and the column it
+    /// starts at. The bar is ` ` then, per tab, `[N Title]` (current) or
+    /// ` N Title ` (both the label's width + 2) and a space; the view draws
+    /// it from here and a click is mapped back through [`Tab::at`], so the
+    /// two cannot disagree.
+    pub fn bar() -> Vec<(Tab, String, u16)> {
+        let mut x = 1u16;
+        Tab::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let label = format!("{} {}", i + 1, t.title());
+                let at = x;
+                let w = u16::try_from(label.chars().count()).unwrap_or(u16::MAX);
+                x = x.saturating_add(w.saturating_add(3));
+                (*t, label, at)
+            })
+            .collect()
+    }
+
+    /// The tab drawn at column `x` of the tab bar, if any.
+    pub fn at(x: u16) -> Option<Tab> {
+        Tab::bar().into_iter().find_map(|(t, label, at)| {
+            let w = u16::try_from(label.chars().count()).unwrap_or(u16::MAX);
+            (x >= at && x < at.saturating_add(w + 2)).then_some(t)
+        })
+    }
+
     pub fn title(self) -> &'static str {
         match self {
             Tab::Overview => "Overview",

@@ -1,14 +1,17 @@
-//! The terminal side: refuse a non-terminal, enter raw mode and the
-//! alternate screen, run the event loop, and always restore the terminal:
-//! on return, on error (a guard's `Drop`) and on panic (a hook that restores
-//! before color-eyre's report prints).
+//! The terminal side: refuse a non-terminal, enter raw mode, the alternate
+//! screen and mouse capture, run the event loop, and always restore the
+//! terminal (mouse capture off first): on return, on error (a guard's
+//! `Drop`) and on panic (a hook that restores before color-eyre's report
+//! prints).
 
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
 
-use crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use crossterm::event::{
+    self, DisableMouseCapture, EnableMouseCapture, Event as TermEvent, KeyEventKind,
+};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute};
 use ratatui::backend::CrosstermBackend;
@@ -24,12 +27,12 @@ use crate::ConsoleOptions;
 
 static ENTERED: AtomicBool = AtomicBool::new(false);
 
-/// Leaves the alternate screen, shows the cursor, leaves raw mode. Safe to
-/// call more than once and from the panic hook.
+/// Gives the mouse back, leaves the alternate screen, shows the cursor,
+/// leaves raw mode. Safe to call more than once and from the panic hook.
 pub fn restore() {
     if ENTERED.swap(false, Ordering::SeqCst) {
         let mut out = io::stdout();
-        let _ = execute!(out, LeaveAlternateScreen, cursor::Show);
+        let _ = execute!(out, DisableMouseCapture, LeaveAlternateScreen, cursor::Show);
         let _ = terminal::disable_raw_mode();
         let _ = out.flush();
     }
@@ -46,6 +49,10 @@ impl TerminalGuard {
         let guard = TerminalGuard;
         execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)
             .map_err(ConsoleError::terminal("cannot enter the alternate screen"))?;
+        // Clicks and the wheel (a terminal's own selection still works
+        // with Shift held, in most terminals).
+        execute!(io::stdout(), EnableMouseCapture)
+            .map_err(ConsoleError::terminal("cannot capture the mouse"))?;
         Ok(guard)
     }
 }
@@ -151,6 +158,7 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
                     pending.extend(app.update(Msg::Key(k)))
                 }
                 TermEvent::Resize(w, h) => pending.extend(app.update(Msg::Resize(w, h))),
+                TermEvent::Mouse(m) => pending.extend(app.update(Msg::Mouse(m))),
                 _ => {}
             }
         }

@@ -1,6 +1,12 @@
 //! Styles and the frame pieces every screen and popup draws with. Every
-//! style goes through [`Theme`], so `NO_COLOR` turns all colour off in one
-//! place while bold and reverse video keep the selection visible.
+//! colour is chosen here, by meaning ([`Theme::dead`], [`Theme::paused`],
+//! [`Theme::error`], ...): a screen asks for a meaning, never for a colour
+//! ([`Theme::fg`] is private), so `NO_COLOR` turns all colour off in one place
+//! while bold and reverse video keep the selection visible.
+//!
+//! Colour is never the only signal: a state a colour marks is also written
+//! ([`DEAD`], [`PAUSED`] and the words of the screens), so the screen reads
+//! the same under `NO_COLOR` and to a colour-blind operator.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -9,6 +15,13 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
 use crate::data::OpenMode;
+
+/// The word beside a paused tenant or sink (its colour is
+/// [`Theme::paused`]).
+pub const PAUSED: &str = "PAUSED";
+/// The word beside a dead-lettered row or a count of them (its colour is
+/// [`Theme::dead`]).
+pub const DEAD: &str = "dead";
 
 /// Styles; all plain under `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -24,7 +37,7 @@ impl Theme {
         }
     }
 
-    pub(crate) fn fg(&self, c: Color) -> Style {
+    fn fg(&self, c: Color) -> Style {
         if self.color {
             Style::default().fg(c)
         } else {
@@ -36,6 +49,36 @@ impl Theme {
     }
     pub(crate) fn selected(&self) -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
+    }
+    /// The name of a value in a key/value list.
+    pub(crate) fn label(&self) -> Style {
+        self.fg(Color::Cyan)
+    }
+    /// Something failed or is refused (an error line, a store fault).
+    pub(crate) fn error(&self) -> Style {
+        self.fg(Color::Red)
+    }
+    /// Something to look at (a notice, quarantined rows, loading).
+    pub(crate) fn warn(&self) -> Style {
+        self.fg(Color::Yellow)
+    }
+    /// Something finished well.
+    pub(crate) fn ok(&self) -> Style {
+        self.fg(Color::Green).add_modifier(Modifier::BOLD)
+    }
+    /// Dead-lettered rows; written with [`DEAD`] or under a "dead" heading.
+    pub fn dead(&self) -> Style {
+        self.fg(Color::LightRed)
+    }
+    /// A paused tenant or sink; written with [`PAUSED`]. Apart from
+    /// [`Theme::dead`] and [`Theme::error`]: paused is the operator's
+    /// choice, not a failure.
+    pub fn paused(&self) -> Style {
+        self.fg(Color::Magenta).add_modifier(Modifier::BOLD)
+    }
+    /// The [`PAUSED`] badge, word and colour together.
+    pub fn paused_badge(&self) -> Span<'static> {
+        Span::styled(PAUSED, self.paused())
     }
     pub(crate) fn mode(&self, m: &OpenMode) -> Style {
         let c = match m {

@@ -4,14 +4,14 @@
 //! draws itself (see [`crate::screens`], [`crate::popups`]).
 
 use ratatui::layout::{Constraint, Layout};
-use ratatui::style::{Color, Modifier};
+use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::app::App;
 use crate::data::{DaemonStatus, OpenMode};
-use crate::fmt::age;
+use crate::fmt::{age, cut_left};
 use crate::keymap::Tab;
 use crate::popups::{guard, help, input, Overlay};
 use crate::screens::{
@@ -107,21 +107,11 @@ fn header_line(app: &App, theme: &Theme) -> Line<'static> {
     ])
 }
 
-fn cut_left(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        s.to_owned()
-    } else {
-        format!("…{}", s.chars().skip(n + 1 - max).collect::<String>())
-    }
-}
-
 fn tabs_line(app: &App, theme: &Theme) -> Line<'static> {
     let cur = app.screen().tab();
     let mut spans = vec![Span::raw(" ")];
-    for (i, t) in Tab::ALL.iter().enumerate() {
-        let label = format!("{} {}", i + 1, t.title());
-        if *t == cur {
+    for (t, label, _) in Tab::bar() {
+        if t == cur {
             spans.push(Span::styled(format!("[{label}]"), theme.selected()));
         } else {
             spans.push(Span::raw(format!(" {label} ")));
@@ -129,7 +119,7 @@ fn tabs_line(app: &App, theme: &Theme) -> Line<'static> {
         spans.push(Span::raw(" "));
     }
     if app.busy > 0 {
-        spans.push(Span::styled(" loading…", theme.fg(Color::Yellow)));
+        spans.push(Span::styled(" loading…", theme.warn()));
     }
     Line::from(spans)
 }
@@ -138,14 +128,14 @@ fn footer_line(app: &App, theme: &Theme) -> Line<'static> {
     if let Some(e) = &app.error {
         return Line::from(Span::styled(
             format!(" error: {e}"),
-            theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+            theme.error().add_modifier(Modifier::BOLD),
         ));
     }
     if !app.status.is_empty() {
         return Line::from(format!(" {}", app.status));
     }
     if let Some(n) = app.notices.last() {
-        return Line::from(Span::styled(format!(" {n}"), theme.fg(Color::Yellow)));
+        return Line::from(Span::styled(format!(" {n}"), theme.warn()));
     }
     let mut hint = String::from(" ? help  q back  / filter  : cmd  Enter open");
     match app.screen() {

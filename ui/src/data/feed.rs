@@ -29,6 +29,12 @@ pub enum DataError {
     Refused(String),
 }
 
+/// The notice of `--write` beside a daemon (it fits the footer at 80
+/// columns, [`crate::app::STATUS_MAX`]).
+pub fn write_ignored(pid: i32) -> String {
+    format!("--write ignored: daemon pid {pid} holds the store; acting through its API")
+}
+
 /// The opened store and what the header needs to know about it.
 pub struct Feed {
     pub path: PathBuf,
@@ -98,9 +104,7 @@ impl Feed {
         match (holder, req.read_only, req.write) {
             (Some(pid), false, write) => {
                 if write {
-                    src.notices.push(format!(
-                        "--write ignored: daemon pid {pid} holds the store; actions go through its admin API"
-                    ));
+                    src.notices.push(write_ignored(pid));
                 }
                 src.open_follow(pid)?;
             }

@@ -75,10 +75,7 @@ impl Feed {
         let mut m = Migration::start(s, now, tenants::DEFAULT_MAX)?;
         let finished = m.step()? == StepOutcome::Finished;
         if finished && m.over_limit > 0 {
-            self.notices.push(format!(
-                "{} tenants beyond tenants.max: existing tenants keep working, new ones will be refused",
-                m.over_limit
-            ));
+            self.notices.push(over_limit(m.over_limit));
         }
         Ok(Reply::Stepped {
             cursor: m.cursor().clone(),
@@ -110,4 +107,10 @@ impl Feed {
             format: self.probe.format,
         })
     }
+}
+
+/// The notice of a migration that found more tenants than `tenants.max`
+/// (it fits the footer at 80 columns, [`crate::app::STATUS_MAX`]).
+pub fn over_limit(n: u32) -> String {
+    format!("{n} tenants over tenants.max: they keep working; new tenants are refused")
 }

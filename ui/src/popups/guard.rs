@@ -6,7 +6,6 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::{Alignment, Rect};
-use ratatui::style::{Color, Modifier};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
@@ -187,7 +186,13 @@ impl Guard {
             }
             (Stage::Confirm { typed, count }, KeyCode::Enter) => {
                 if *typed != self.scope.confirm_word() {
-                    *status = format!("type {:?} exactly to confirm", self.scope.confirm_word());
+                    let word = self.scope.confirm_word();
+                    // A long tenant name is on the guard above, whole.
+                    *status = if word.chars().count() <= 50 {
+                        format!("type {word:?} exactly to confirm")
+                    } else {
+                        "type the name shown above exactly to confirm".into()
+                    };
                     return GuardNext::Stay;
                 }
                 if self.scope == ActionScope::Migrate {
@@ -273,14 +278,14 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
                     num(r.touched as i64),
                     num(r.expected as i64)
                 ),
-                theme.fg(Color::Green).add_modifier(Modifier::BOLD),
+                theme.ok(),
             )));
             lines.push(Line::from(" Enter or Esc closes and refreshes."));
         }
         Stage::Done(Err(e)) => {
             lines.push(Line::from(Span::styled(
                 format!(" Failed: {e}"),
-                theme.fg(Color::Red),
+                theme.error(),
             )));
             lines.push(Line::from(" Enter or Esc closes."));
         }

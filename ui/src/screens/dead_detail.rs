@@ -3,6 +3,7 @@
 //! [`ankusa_ops::preview`]).
 
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
@@ -11,7 +12,7 @@ use ankusa_ops::preview::Body;
 
 use crate::data::DeadDetail;
 use crate::fmt::{age, cut, utc};
-use crate::theme::{block, loading, Theme};
+use crate::theme::{block, loading, Theme, DEAD};
 
 pub fn draw(f: &mut Frame, detail: Option<&DeadDetail>, now: u64, theme: &Theme, area: Rect) {
     let Some(d) = detail else {
@@ -23,15 +24,22 @@ pub fn draw(f: &mut Frame, detail: Option<&DeadDetail>, now: u64, theme: &Theme,
             " hook {}  sink {}  tenant {}  source {}",
             r.hook_id, r.sink, d.tenant, r.source_id
         )),
-        Line::from(format!(
-            " dead since {} ({} ago){}",
-            utc(r.at),
-            age(now.saturating_sub(r.at)),
+        Line::from(Span::styled(
+            format!(
+                " {DEAD} since {} ({} ago){}",
+                utc(r.at),
+                age(now.saturating_sub(r.at)),
+                if d.still_dead {
+                    ""
+                } else {
+                    "  — no longer dead (replayed or purged)"
+                }
+            ),
             if d.still_dead {
-                ""
+                theme.dead()
             } else {
-                "  — no longer dead (replayed or purged)"
-            }
+                Style::default()
+            },
         )),
         Line::from(Span::styled(" Delivery history", theme.title())),
     ];

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use ankusa_store::check::CheckReport;
 use ankusa_store::migrate::{Cursor, Phase, Plan, Status};
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier};
+use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
@@ -183,9 +183,9 @@ impl MigrationState {
         if !self.can_guide() {
             *status = match (&self.status, self.holder) {
                 (Some(Status::Done), _) => "nothing to migrate: the store is format 3".into(),
-                (_, Some(pid)) => format!(
-                    "pid {pid} holds the store (a daemon, or `ankusa store migrate`): stop it first"
-                ),
+                (_, Some(pid)) => {
+                    format!("pid {pid} holds the store (daemon or `store migrate`): stop it first")
+                }
                 _ if self.read_only => "the console was opened with --read-only".into(),
                 _ => "checking the store's status…".into(),
             };
@@ -240,7 +240,10 @@ impl MigrationState {
     }
 
     pub fn on_backed_up(&mut self, out: PathBuf, status: &mut String) {
-        *status = format!("backup written to {}", out.display());
+        *status = format!(
+            "backup written to {}",
+            crate::fmt::cut_left(&out.display().to_string(), 60)
+        );
         self.backup = Some(out);
         self.guide = Guide::Idle;
     }
@@ -304,7 +307,7 @@ pub fn backup_path(store: &Path, now: u64) -> PathBuf {
 pub fn draw(f: &mut Frame, m: &MigrationState, store: &Path, theme: &Theme, area: Rect) {
     let fmt = m.format.map_or("unstamped".into(), |f| f.to_string());
     let path = store.display().to_string();
-    let warn = |s: String| Line::from(Span::styled(s, theme.fg(Color::Yellow)));
+    let warn = |s: String| Line::from(Span::styled(s, theme.warn()));
     let mut lines = vec![
         Line::from(""),
         Line::from(format!(
@@ -431,14 +434,14 @@ pub fn draw(f: &mut Frame, m: &MigrationState, store: &Path, theme: &Theme, area
                     num(r.inflight_rows as i64),
                     num(r.dead_rows as i64)
                 ),
-                theme.fg(Color::Green).add_modifier(Modifier::BOLD),
+                theme.ok(),
             )),
             Guide::Checked(r) => Line::from(Span::styled(
                 format!(
                     "   c  4 check      {} mismatches: run ankusa store check --store {path}",
                     r.mismatches.len() as u64 + r.more_mismatches
                 ),
-                theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+                theme.error().add_modifier(Modifier::BOLD),
             )),
             Guide::Reopening => Line::from("   c  4 check      OK; opening the store…"),
             _ => Line::from("   c  4 check      runs after the migration"),
@@ -453,7 +456,7 @@ pub fn draw(f: &mut Frame, m: &MigrationState, store: &Path, theme: &Theme, area
         if let Guide::Failed(e) = &m.guide {
             lines.push(Line::from(Span::styled(
                 format!("  Failed: {e}"),
-                theme.fg(Color::Red),
+                theme.error(),
             )));
             lines.push(Line::from(
                 "  Nothing is half done (one synced write per step): M resumes.",

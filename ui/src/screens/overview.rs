@@ -3,7 +3,6 @@
 //! its numbers a point read or a bounded walk (never a fold).
 
 use ratatui::layout::Rect;
-use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
@@ -61,7 +60,7 @@ pub fn draw(
     };
     let kv = |k: &str, v: String| {
         Line::from(vec![
-            Span::styled(format!("  {k:<18}"), theme.fg(Color::Cyan)),
+            Span::styled(format!("  {k:<18}"), theme.label()),
             Span::raw(v),
         ])
     };
@@ -70,7 +69,13 @@ pub fn draw(
         kv("pending", num(n.pending)),
         kv("scheduled (retry)", num(n.scheduled)),
         kv("inflight", num(n.inflight)),
-        kv("dead (DLQ)", num(n.dead)),
+        {
+            let mut l = kv("dead (DLQ)", num(n.dead));
+            if n.dead > 0 {
+                l.spans[1].style = theme.dead();
+            }
+            l
+        },
         kv("bytes queued", bytes(n.bytes)),
         kv("archive pending", num(n.archive_pending)),
         Line::from(""),
@@ -96,7 +101,7 @@ pub fn draw(
         lines.insert(
             1,
             Line::from(vec![
-                Span::styled(format!("  {:<18}", "STORE FAULT"), theme.fg(Color::Red)),
+                Span::styled(format!("  {:<18}", "STORE FAULT"), theme.error()),
                 Span::styled(
                     format!(
                         "writes refused for {} ({} failed; ingest answers 503 until the daemon recovers it): {}",
@@ -104,7 +109,7 @@ pub fn draw(
                         num(i64::try_from(fault.failed_writes).unwrap_or(i64::MAX)),
                         fault.error
                     ),
-                    theme.fg(Color::Red),
+                    theme.error(),
                 ),
             ]),
         );
@@ -113,21 +118,18 @@ pub fn draw(
         // Shown only when there is something to act on, and in the warning
         // colour: each is an acknowledged hook the node cannot deliver.
         lines.push(Line::from(vec![
-            Span::styled(format!("  {:<18}", "quarantined"), theme.fg(Color::Cyan)),
+            Span::styled(format!("  {:<18}", "quarantined"), theme.label()),
             Span::styled(
                 format!(
                     "{} rows that do not decode: ankusa store quarantine list; ankusa store repair",
                     num(o.quarantined)
                 ),
-                theme.fg(Color::Yellow),
+                theme.warn(),
             ),
         ]));
     }
     for n in notices {
-        lines.push(Line::from(Span::styled(
-            format!("  {n}"),
-            theme.fg(Color::Yellow),
-        )));
+        lines.push(Line::from(Span::styled(format!("  {n}"), theme.warn())));
     }
     lines.push(Line::from(""));
     lines.push(Line::from(

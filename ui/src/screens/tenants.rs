@@ -6,14 +6,14 @@
 use ankusa_store::counters::Field;
 use ankusa_store::tenants::TenantInfo;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::widgets::{Paragraph, Row, Table};
+use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::pages::Pages;
 use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantsAfter, TenantsData, TenantsQuery, RANK_LIMIT};
 use crate::fmt::{age, bytes, cut, num};
-use crate::theme::{block, loading, Theme};
+use crate::theme::{block, loading, Theme, DEAD};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TenantsState {
@@ -212,7 +212,10 @@ fn counter_cells(c: &ankusa_store::Counters) -> Vec<String> {
     ]
 }
 
-const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", "dead", "bytes", "archive"];
+const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", DEAD, "bytes", "archive"];
+
+/// The dead count's column: after ord and tenant, `COUNTER_TITLES[3]`.
+const DEAD_COL: usize = 2 + 3;
 
 pub fn draw(
     f: &mut Frame,
@@ -270,7 +273,16 @@ pub fn draw(
         .map(|(i, ti)| {
             let mut cells = vec![ti.ord.to_string(), cut(&ti.id, NAME_COL)];
             cells.extend(counter_cells(&ti.counters));
-            let r = Row::new(cells);
+            // The count sits under the "dead" heading: the colour adds to
+            // the words, it does not replace them.
+            let dead = ti.counters.dead > 0;
+            let r = Row::new(cells.into_iter().enumerate().map(|(c, text)| {
+                if dead && c == DEAD_COL {
+                    Cell::from(text).style(theme.dead())
+                } else {
+                    Cell::from(text)
+                }
+            }));
             if i == t.sel {
                 r.style(theme.selected())
             } else {
@@ -300,5 +312,13 @@ pub fn draw(
             ..area.inner(ratatui::layout::Margin::new(1, 0))
         };
         f.render_widget(Paragraph::new("  no tenants match"), inner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dead_column_is_the_dead_counter() {
+        assert_eq!(super::COUNTER_TITLES[super::DEAD_COL - 2], super::DEAD);
     }
 }

@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod common;
+mod chrome;
 mod flows;
 mod migration;
 mod screens;
