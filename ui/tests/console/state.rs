@@ -70,6 +70,7 @@ fn tenant(ord: u32, id: &str, dead: i64) -> TenantInfo {
             dead,
             ..Counters::default()
         },
+        totals: Default::default(),
     }
 }
 
