@@ -388,7 +388,11 @@ mod tests {
         assert_eq!(find(3, Total::Delivered), Some(7));
         assert_eq!(find(4, Total::Delivered), Some(1));
         assert_eq!(find(0, Total::Delivered), Some(8));
-        assert_eq!(find(4, Total::Accepted), None, "nothing counted, nothing written");
+        assert_eq!(
+            find(4, Total::Accepted),
+            None,
+            "nothing counted, nothing written"
+        );
         assert!(ops.iter().all(|(_, v)| i64::from_le_bytes(*v) > 0));
         assert_eq!(ops.len(), 3);
     }

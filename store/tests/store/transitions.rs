@@ -293,11 +293,19 @@ fn totals_move_in_the_batch_of_their_transition() {
     for r in &rows {
         inflight.push(transitions::claim(&mut b, r));
     }
-    assert!(Total::ALL.iter().all(|t| b.deltas().total(ord, *t) == 0), "a claim counts in no total");
+    assert!(
+        Total::ALL.iter().all(|t| b.deltas().total(ord, *t) == 0),
+        "a claim counts in no total"
+    );
     store.commit(b, false).unwrap();
 
     let step = |b: Batch, t: Total| {
-        assert_eq!(b.deltas().total(ord, t), 1, "{} in the transition's batch", t.name());
+        assert_eq!(
+            b.deltas().total(ord, t),
+            1,
+            "{} in the transition's batch",
+            t.name()
+        );
         let (was, was_node) = (totals(ord).get(t), totals(0).get(t));
         store.commit(b, false).unwrap();
         assert_eq!(totals(ord).get(t), was + 1, "{}", t.name());

@@ -8,5 +8,6 @@
 mod common;
 mod flows;
 mod migration;
+mod rates;
 mod screens;
 mod state;
