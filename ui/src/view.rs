@@ -34,12 +34,14 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         Screen::Overview => overview::draw(
             f,
             app.overview.as_ref(),
-            app.now,
-            app.header.daemon,
-            &app.notices,
-            crate::screens::trends::Rates {
-                series: Some(app.rates.node()),
-                live: app.rates_live(),
+            overview::Facts {
+                now: app.now,
+                daemon: app.header.daemon,
+                notices: &app.notices,
+                rates: crate::screens::trends::Rates {
+                    series: Some(app.rates.node()),
+                    live: app.rates_live(),
+                },
             },
             theme,
             body,

@@ -30,16 +30,22 @@ pub fn open(o: Option<&Overview>) -> Next {
     }
 }
 
-pub fn draw(
-    f: &mut Frame,
-    o: Option<&Overview>,
-    now: u64,
-    daemon: Option<DaemonStatus>,
-    notices: &[String],
-    rates: Rates<'_>,
-    theme: &Theme,
-    area: Rect,
-) {
+/// What the overview draws besides its reading: the clock, the daemon's
+/// status, the app's notices and the node's rates.
+pub struct Facts<'a> {
+    pub now: u64,
+    pub daemon: Option<DaemonStatus>,
+    pub notices: &'a [String],
+    pub rates: Rates<'a>,
+}
+
+pub fn draw(f: &mut Frame, o: Option<&Overview>, facts: Facts<'_>, theme: &Theme, area: Rect) {
+    let Facts {
+        now,
+        daemon,
+        notices,
+        rates,
+    } = facts;
     let Some(o) = o else {
         return loading(f, " Overview ".into(), theme, area);
     };
@@ -72,7 +78,7 @@ pub fn draw(
         ])
     };
     // The counters on the left, the rates and trends beside them.
-    let left = vec![
+    let left = [
         Line::from(""),
         kv("pending", num(n.pending)),
         kv("scheduled (retry)", num(n.scheduled)),
