@@ -3,7 +3,7 @@
 //! renames and removals are not.
 
 use ankusa_store::tenants::TenantInfo;
-use ankusa_store::{Counters, DeadRow};
+use ankusa_store::{Counters, DeadRow, Totals};
 use serde::{Deserialize, Serialize};
 
 use crate::access::Principal;
@@ -15,6 +15,11 @@ pub struct Stats {
     pub format: u32,
     /// Node-aggregate counters (ordinal 0): point reads, never a fold.
     pub node: Counters,
+    /// The node's cumulative totals (rows accepted, delivered, retried,
+    /// dead-lettered): monotone merge-operand counters, so two samples give
+    /// rates. Zeros from a release before them.
+    #[serde(default)]
+    pub totals: Totals,
     /// Age of the oldest due row (ms), when one is overdue.
     pub oldest_due_age_ms: Option<u64>,
     /// Tenant ordinals allocated.
@@ -77,6 +82,9 @@ pub struct TenantDetail {
     pub tenant: String,
     pub ord: u32,
     pub counters: Counters,
+    /// The tenant's cumulative totals, as [`Stats::totals`] for the node.
+    #[serde(default)]
+    pub totals: Totals,
     /// Due time (ms) of the tenant's first due row (overdue or scheduled).
     pub first_due_at: Option<u64>,
     /// How overdue that row is (0 when it is scheduled in the future).

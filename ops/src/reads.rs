@@ -41,6 +41,7 @@ pub fn stats(store: &Store, who: &Principal, now: u64) -> Result<Stats> {
         store: i.path,
         format: i.format.unwrap_or(0),
         node: i.node,
+        totals: i.totals,
         oldest_due_age_ms: i.oldest_due.filter(|o| o.at <= now).map(|o| o.age_ms(now)),
         tenants: i.tenants,
         active_tenants: i.active.tenants as u64,
@@ -84,12 +85,13 @@ fn tenants_rows(
     let limit = page_size(limit)?;
     if let Some(own) = &who.tenant {
         let ord = who.tenant_ord(store, own)?;
-        let counters = queries::counters(store, ord)?;
+        let (counters, totals) = queries::tallies(store, ord)?;
         return Ok(TenantsPage {
             tenants: vec![tenants::TenantInfo {
                 ord,
                 id: own.clone(),
                 counters,
+                totals,
             }],
             next: None,
             paused: Vec::new(),
@@ -147,7 +149,7 @@ pub fn tenant_detail(
     now: u64,
 ) -> Result<TenantDetail> {
     let ord = who.tenant_ord(store, tenant)?;
-    let counters = queries::counters(store, ord)?;
+    let (counters, totals) = queries::tallies(store, ord)?;
     // A parked row's due time is a placeholder, not a time to show.
     let first = queries::first_due(store, ord)?.filter(|r| r.at < pauses::PARKED_AT);
     let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
@@ -163,6 +165,7 @@ pub fn tenant_detail(
         tenant: tenant.to_owned(),
         ord,
         counters,
+        totals,
         first_due_at: first.as_ref().map(|r| r.at),
         oldest_due_age_ms: first.map(|r| now.saturating_sub(r.at)),
         latest_dead: dlq

@@ -8,7 +8,9 @@
 //! commits merging batches (counter operands) at 3,000 per second on the
 //! same store. A cell is the 10th percentile of 1,000 ticks, the lowest of
 //! three rounds. Pass: slowest cell within 2x of the fastest (counted as at
-//! least 1 ms) and under 50 ms.
+//! least 1 ms) and under 50 ms. The tick reads the node's cumulative totals
+//! too, and the writer's batches carry total operands (every transition
+//! that counts: ingest, delivered, retry, dead-letter), as the daemon's do.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -278,8 +280,10 @@ fn measure_cell(
 }
 
 /// Commits merging batches at [`WRITER_RATE`] per second: alternately an
-/// ingest (pending +1, bytes +size) and a claim-and-deliver of an earlier
-/// ingested row (pending -1, inflight churn, bytes -size).
+/// ingest (pending +1, bytes +size, accepted +1) and a claim-and-settle of
+/// an earlier ingested row: delivered (bytes -size) three times in four,
+/// else in turn a retry a day ahead (scheduled +1) or a dead letter (dead
+/// +1), each with its total's operand.
 fn merging_writer(
     store: &Store,
     stop: &AtomicBool,
@@ -326,7 +330,23 @@ fn merging_writer(
             alloc.committed(res);
         } else if let Some(row) = queue.pop_front() {
             let f = transitions::claim(&mut b, &row);
-            transitions::delivered(&mut b, &f);
+            match (n / 2) % 8 {
+                3 => {
+                    let d = DeliveryRow::new(f.ord, f.size);
+                    transitions::retry(&mut b, &f, &d, ankusa_store::system_now_ms() + 86_400_000);
+                }
+                7 => {
+                    let d = DeliveryRow::new(f.ord, f.size);
+                    transitions::dead_letter(
+                        &mut b,
+                        &f,
+                        &d,
+                        ankusa_store::system_now_ms(),
+                        "bench",
+                    );
+                }
+                _ => transitions::delivered(&mut b, &f),
+            }
             store.commit(b, false)?;
         }
         n += 1;

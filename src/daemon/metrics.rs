@@ -300,6 +300,22 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     ] {
         let _ = writeln!(out, "{name}{{state=\"{state}\"}} {v}");
     }
+    // The store's cumulative totals: unlike the process counters above they
+    // survive a restart, so a rate over them has no reset at a reboot.
+    let name = "ankusa_store_rows_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Delivery rows by transition since the store was created (the store's cumulative totals, ord 0)."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for t in ankusa_store::Total::ALL {
+        let _ = writeln!(
+            out,
+            "{name}{{transition=\"{}\"}} {}",
+            t.name(),
+            g.totals.get(t)
+        );
+    }
     gauge(
         &mut out,
         "ankusa_queue_bytes",

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use crate::counters::{CounterDeltas, Field};
+use crate::counters::{CounterDeltas, Field, Total};
 use crate::schema::Family;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,11 @@ impl Batch {
 
     pub(crate) fn count(&mut self, ord: u32, field: Field, delta: i64) {
         self.deltas.add(ord, field, delta);
+    }
+
+    /// Counts `n` transitions of kind `t` in `ord`'s cumulative total.
+    pub(crate) fn tally(&mut self, ord: u32, t: Total, n: u64) {
+        self.deltas.add_total(ord, t, n);
     }
 
     pub(crate) fn count_quarantined(&mut self, delta: i64) {

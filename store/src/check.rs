@@ -442,6 +442,21 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
     store.scan(Family::Counters, &[], &[0xFF; 6], Dir::Forward, |k, v| {
         match keys::decode_counter_key(k) {
             Ok((0, crate::counters::QUARANTINED)) => quarantined = decode_value(v).unwrap_or(0),
+            // A cumulative total is no fold of the rows: only its encoding
+            // is checked (8 bytes, never negative, as it only counts up).
+            Ok((ord, f)) if crate::counters::Total::from_u8(f).is_some() => {
+                let bad = match decode_value(v) {
+                    None => Some(format!("{} bytes, not 8", v.len())),
+                    Some(n) if n < 0 => Some(format!("negative ({n})")),
+                    Some(_) => None,
+                };
+                if let Some(why) = bad {
+                    rep.push(Mismatch::Undecodable {
+                        family: "counters",
+                        detail: format!("ord {ord} total field {f}: {why}"),
+                    });
+                }
+            }
             Ok((ord, f)) => match (Field::from_u8(f), decode_value(v)) {
                 (Some(field), Some(val)) => *stored.entry(ord).or_default().get_mut(field) = val,
                 _ => rep.push(Mismatch::Undecodable {

@@ -1,5 +1,13 @@
 //! Per-tenant counters: six signed 64-bit values per ordinal, ord 0 being
-//! the node aggregate.
+//! the node aggregate, and four cumulative totals ([`Total`]) per ordinal.
+//!
+//! The six [`Field`]s are levels: each equals a fold of the row families
+//! (`store check` compares them, `store repair` rebuilds them). The
+//! [`Total`]s count transitions since the ordinal's first one (rows
+//! accepted, delivered, retried, dead-lettered): no fold can recompute them,
+//! so `store check` only checks that they decode, `store repair` never
+//! writes them, and the format 2 -> 3 migration starts them at 0. They only
+//! ever move up: the only deltas the transitions give them are positive.
 //!
 //! Invariants:
 //! - A counter is only ever changed by a merge operand (a signed delta),
@@ -127,11 +135,92 @@ impl Counters {
 /// [`Counters`], and `store check` compares it with the `Q` rows it counts.
 pub const QUARANTINED: u8 = 7;
 
+/// A cumulative total: the number of transitions of one kind an ordinal
+/// has seen. The discriminant is the field byte stored in the key, after
+/// [`QUARANTINED`]. Not a [`Field`]: a total is not a fold of the rows, and
+/// the code that compares or rebuilds counters from a fold iterates
+/// [`Field::ALL`] only, so it cannot touch a total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Total {
+    /// Delivery rows ingested (one per hook and sink).
+    Accepted = 8,
+    /// Rows a sink accepted.
+    Delivered = 9,
+    /// Failed attempts scheduled for another one.
+    Retried = 10,
+    /// Rows moved to the DLQ.
+    DeadLettered = 11,
+}
+
+impl Total {
+    pub const ALL: [Total; 4] = [
+        Total::Accepted,
+        Total::Delivered,
+        Total::Retried,
+        Total::DeadLettered,
+    ];
+
+    pub fn from_u8(b: u8) -> Option<Total> {
+        Total::ALL.into_iter().find(|t| *t as u8 == b)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Total::Accepted => "accepted",
+            Total::Delivered => "delivered",
+            Total::Retried => "retried",
+            Total::DeadLettered => "dead_lettered",
+        }
+    }
+}
+
+/// The four cumulative totals of one ordinal. A stored value that is
+/// negative (only a damaged store holds one) reads as 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Totals {
+    #[serde(default)]
+    pub accepted: u64,
+    #[serde(default)]
+    pub delivered: u64,
+    #[serde(default)]
+    pub retried: u64,
+    #[serde(default)]
+    pub dead_lettered: u64,
+}
+
+impl Totals {
+    pub fn get(&self, t: Total) -> u64 {
+        match t {
+            Total::Accepted => self.accepted,
+            Total::Delivered => self.delivered,
+            Total::Retried => self.retried,
+            Total::DeadLettered => self.dead_lettered,
+        }
+    }
+
+    pub fn get_mut(&mut self, t: Total) -> &mut u64 {
+        match t {
+            Total::Accepted => &mut self.accepted,
+            Total::Delivered => &mut self.delivered,
+            Total::Retried => &mut self.retried,
+            Total::DeadLettered => &mut self.dead_lettered,
+        }
+    }
+
+    /// A stored value as a total (negative: 0).
+    pub(crate) fn set_stored(&mut self, t: Total, v: i64) {
+        *self.get_mut(t) = u64::try_from(v).unwrap_or(0);
+    }
+}
+
 /// Deltas accumulated by the transitions of one batch, coalesced per
 /// (ordinal, field). Only [`CounterDeltas::merge_ops`] turns them into writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterDeltas {
     deltas: BTreeMap<(u32, Field), i64>,
+    /// Increments of the cumulative totals: unsigned, so a total can only
+    /// move up.
+    totals: BTreeMap<(u32, Total), u64>,
     /// Change of the node's quarantined-row count ([`QUARANTINED`]).
     quarantined: i64,
 }
@@ -148,8 +237,22 @@ impl CounterDeltas {
         }
     }
 
+    /// Counts `n` transitions of kind `t` for `ord`.
+    pub fn add_total(&mut self, ord: u32, t: Total, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let e = self.totals.entry((ord, t)).or_insert(0);
+        *e = e.saturating_add(n);
+    }
+
+    /// This batch's increment of `ord`'s total `t` (before mirroring).
+    pub fn total(&self, ord: u32, t: Total) -> u64 {
+        self.totals.get(&(ord, t)).copied().unwrap_or(0)
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.deltas.is_empty() && self.quarantined == 0
+        self.deltas.is_empty() && self.totals.is_empty() && self.quarantined == 0
     }
 
     pub fn add_quarantined(&mut self, delta: i64) {
@@ -168,14 +271,20 @@ impl CounterDeltas {
         for ((ord, f), d) in other.iter() {
             self.add(ord, f, d);
         }
+        for (&(ord, t), &n) in &other.totals {
+            self.add_total(ord, t, n);
+        }
         self.add_quarantined(other.quarantined);
     }
 
     /// The merge operands to write: one per (ordinal, field) with a non-zero
-    /// delta, plus the node aggregate (ord 0) per field.
+    /// delta, plus the node aggregate (ord 0) per field; likewise for the
+    /// totals. A total's increment is written as a positive i64 (an
+    /// increment above `i64::MAX` is clamped: no batch comes near it).
     pub fn merge_ops(&self) -> Vec<([u8; 5], [u8; 8])> {
         let mut node: BTreeMap<Field, i64> = BTreeMap::new();
-        let mut out = Vec::with_capacity(self.deltas.len() + 6);
+        let mut node_totals: BTreeMap<Total, u64> = BTreeMap::new();
+        let mut out = Vec::with_capacity(self.deltas.len() + self.totals.len() + 10);
         for (&(ord, field), &delta) in &self.deltas {
             if ord != 0 {
                 let e = node.entry(field).or_insert(0);
@@ -194,6 +303,16 @@ impl CounterDeltas {
                 ));
             }
         }
+        for (&(ord, t), &n) in &self.totals {
+            if ord != 0 {
+                let e = node_totals.entry(t).or_insert(0);
+                *e = e.saturating_add(n);
+            }
+            out.push((crate::keys::counter_key(ord, t as u8), total_operand(n)));
+        }
+        for (t, n) in node_totals {
+            out.push((crate::keys::counter_key(0, t as u8), total_operand(n)));
+        }
         if self.quarantined != 0 {
             out.push((
                 crate::keys::counter_key(0, QUARANTINED),
@@ -202,6 +321,10 @@ impl CounterDeltas {
         }
         out
     }
+}
+
+fn total_operand(n: u64) -> [u8; 8] {
+    i64::try_from(n).unwrap_or(i64::MAX).to_le_bytes()
 }
 
 /// Decodes a stored counter value. A value of the wrong width counts as 0,
@@ -244,6 +367,44 @@ mod tests {
         assert_eq!(find(0, Field::Pending), Some(6));
         assert_eq!(find(4, Field::Bytes), None, "zero deltas are not written");
         assert_eq!(ops.len(), 3);
+    }
+
+    #[test]
+    fn totals_mirror_into_node_and_only_count_up() {
+        let mut d = CounterDeltas::default();
+        d.add_total(3, Total::Delivered, 2);
+        d.add_total(4, Total::Delivered, 1);
+        d.add_total(4, Total::Accepted, 0);
+        let mut other = CounterDeltas::default();
+        other.add_total(3, Total::Delivered, 5);
+        d.absorb(&other);
+        assert_eq!(d.total(3, Total::Delivered), 7);
+        let ops = d.merge_ops();
+        let find = |ord: u32, t: Total| {
+            ops.iter()
+                .find(|(k, _)| *k == crate::keys::counter_key(ord, t as u8))
+                .map(|(_, v)| i64::from_le_bytes(*v))
+        };
+        assert_eq!(find(3, Total::Delivered), Some(7));
+        assert_eq!(find(4, Total::Delivered), Some(1));
+        assert_eq!(find(0, Total::Delivered), Some(8));
+        assert_eq!(
+            find(4, Total::Accepted),
+            None,
+            "nothing counted, nothing written"
+        );
+        assert!(ops.iter().all(|(_, v)| i64::from_le_bytes(*v) > 0));
+        assert_eq!(ops.len(), 3);
+    }
+
+    #[test]
+    fn total_fields_follow_the_quarantine_count_and_meet_no_field() {
+        for t in Total::ALL {
+            assert!(t as u8 > QUARANTINED);
+            assert_eq!(Field::from_u8(t as u8), None);
+            assert_eq!(Total::from_u8(t as u8), Some(t));
+        }
+        assert_eq!(Total::from_u8(QUARANTINED), None);
     }
 
     #[test]

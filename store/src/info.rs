@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::counters::Counters;
+use crate::counters::{Counters, Totals};
 use crate::error::Result;
 use crate::queries::{self, OldestDue};
 use crate::schema::Family;
@@ -14,6 +14,9 @@ pub struct StoreInfo {
     pub mode: &'static str,
     pub format: Option<u32>,
     pub node: Counters,
+    /// The node's cumulative totals (rows accepted, delivered, retried,
+    /// dead-lettered since the store was created or migrated).
+    pub totals: Totals,
     /// Ordinals ever allocated (erased tenants included).
     pub tenants: u32,
     /// Tenants with work due now, from a bounded walk of the active index
@@ -34,11 +37,13 @@ pub fn gather(store: &Store, now: u64) -> Result<StoreInfo> {
     for f in Family::ALL {
         approx.push((f.name().to_owned(), store.estimate_keys(f)?));
     }
+    let (node, totals) = queries::tallies(store, 0)?;
     Ok(StoreInfo {
         path: store.path().display().to_string(),
         mode: store.mode().label(),
         format: store.format()?,
-        node: queries::node_counters(store)?,
+        node,
+        totals,
         tenants: crate::tenants::allocated(store)?,
         active: queries::active_summary(store, now, queries::MARKER_BUDGET)?,
         oldest_due: oldest,

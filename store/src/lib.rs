@@ -57,7 +57,7 @@ pub mod transitions;
 pub mod values;
 
 pub use batch::Batch;
-pub use counters::{Counters, Field};
+pub use counters::{Counters, Field, Total, Totals};
 pub use error::{DecodeError, Result, StoreError};
 pub use rows::{DeadRow, DueRow, InflightRow};
 pub use schema::{Family, FORMAT};

@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 
 use serde::Serialize;
 
-use crate::counters::{decode_value, Counters, Field};
+use crate::counters::{decode_value, Counters, Field, Total, Totals};
 use crate::error::Result;
 use crate::keys::{self, bounds, bucket_of, prefix, ActiveKey, DeadByTenantKey, DeadKey};
 use crate::quarantine::Undecodable;
@@ -55,6 +55,41 @@ pub fn counters_many(store: &Store, ords: &[u32]) -> Result<Vec<Counters>> {
         out.push(c);
     }
     Ok(out)
+}
+
+/// Counters and cumulative totals of several ordinals in one multi-get
+/// (ten point reads per ordinal).
+pub fn tallies_many(store: &Store, ords: &[u32]) -> Result<Vec<(Counters, Totals)>> {
+    const PER: usize = Field::ALL.len() + Total::ALL.len();
+    let keys: Vec<Vec<u8>> = ords
+        .iter()
+        .flat_map(|&o| {
+            Field::ALL
+                .map(|f| keys::counter_key(o, f as u8).to_vec())
+                .into_iter()
+                .chain(Total::ALL.map(|t| keys::counter_key(o, t as u8).to_vec()))
+        })
+        .collect();
+    let values = store.multi_get(Family::Counters, &keys)?;
+    let mut out = Vec::with_capacity(ords.len());
+    for chunk in values.chunks(PER) {
+        let (fields, totals) = chunk.split_at(Field::ALL.len());
+        let mut c = Counters::default();
+        for (f, v) in Field::ALL.into_iter().zip(fields) {
+            *c.get_mut(f) = v.as_deref().and_then(decode_value).unwrap_or(0);
+        }
+        let mut t = Totals::default();
+        for (f, v) in Total::ALL.into_iter().zip(totals) {
+            t.set_stored(f, v.as_deref().and_then(decode_value).unwrap_or(0));
+        }
+        out.push((c, t));
+    }
+    Ok(out)
+}
+
+/// Counters and totals of one ordinal (ord 0: the node).
+pub fn tallies(store: &Store, ord: u32) -> Result<(Counters, Totals)> {
+    Ok(tallies_many(store, &[ord])?.pop().unwrap_or_default())
 }
 
 /// Visits every tenant's counters (ord 1 and up) in ordinal order: one
@@ -653,13 +688,17 @@ pub fn top_pending(store: &Store, now: u64, n: usize) -> Result<Vec<PendingTenan
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Gauges {
     pub node: Counters,
+    /// The node's cumulative totals (four more point reads).
+    pub totals: Totals,
     pub oldest_due: Option<OldestDue>,
     pub top: Vec<PendingTenant>,
 }
 
 pub fn gauges(store: &Store, now: u64, top_n: usize) -> Result<Gauges> {
+    let (node, totals) = tallies(store, 0)?;
     Ok(Gauges {
-        node: node_counters(store)?,
+        node,
+        totals,
         oldest_due: oldest_due(store)?,
         top: top_pending(store, now, top_n)?,
     })

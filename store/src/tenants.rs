@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 
 use crate::batch::Batch;
 use crate::codec::Reader;
-use crate::counters::Counters;
+use crate::counters::{Counters, Totals};
 use crate::error::{Result, StoreError};
 use crate::keys::{self, bounds, meta, prefix};
 use crate::schema::Family;
@@ -154,17 +154,20 @@ pub fn allocated(store: &Store) -> Result<u32> {
     Ok(store.next_ord()?.saturating_sub(1))
 }
 
-/// A tenant with its counters.
+/// A tenant with its counters and cumulative totals.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TenantInfo {
     pub ord: u32,
     pub id: String,
     pub counters: Counters,
+    /// Absent in the JSON of a release before the totals: zeros.
+    #[serde(default)]
+    pub totals: Totals,
 }
 
 /// Tenants in ordinal order after `after` (exclusive), at most `limit`,
 /// with their counters. Erased tenants are skipped. Cost: one range scan of
-/// `limit` rows plus six point reads per tenant.
+/// `limit` rows plus ten point reads per tenant.
 pub fn page(store: &Store, after: Option<u32>, limit: usize) -> Result<Vec<TenantInfo>> {
     let start = after.map_or(Some(1), |a| a.checked_add(1));
     let Some(start) = start else {
@@ -187,11 +190,16 @@ pub fn page(store: &Store, after: Option<u32>, limit: usize) -> Result<Vec<Tenan
         })
     })?;
     let ords: Vec<u32> = found.iter().map(|(o, _)| *o).collect();
-    let counters = crate::queries::counters_many(store, &ords)?;
+    let tallies = crate::queries::tallies_many(store, &ords)?;
     Ok(found
         .into_iter()
-        .zip(counters)
-        .map(|((ord, id), counters)| TenantInfo { ord, id, counters })
+        .zip(tallies)
+        .map(|((ord, id), (counters, totals))| TenantInfo {
+            ord,
+            id,
+            counters,
+            totals,
+        })
         .collect())
 }
 
@@ -404,11 +412,16 @@ pub fn top_by_after(
         None
     };
     let ords: Vec<u32> = picked.iter().map(|p| p.1).collect();
-    let counters = crate::queries::counters_many(store, &ords)?;
+    let tallies = crate::queries::tallies_many(store, &ords)?;
     let mut out = Vec::with_capacity(ords.len());
-    for (ord, counters) in ords.into_iter().zip(counters) {
+    for (ord, (counters, totals)) in ords.into_iter().zip(tallies) {
         if let Some(Name::Live(id)) = name_of(store, ord)? {
-            out.push(TenantInfo { ord, id, counters });
+            out.push(TenantInfo {
+                ord,
+                id,
+                counters,
+                totals,
+            });
         }
     }
     Ok((out, next))
@@ -420,7 +433,7 @@ pub fn top_by_after(
 /// Tenants whose id starts with `prefix`, in id order, strictly after the id
 /// `after`, at most `limit`, with their counters. One range scan of the `n`
 /// keys `n prefix ..= n prefix 0xFF` (0xFF never occurs in UTF-8, so every id
-/// with the prefix sorts below it) plus six point reads per tenant: the cost
+/// with the prefix sorts below it) plus ten point reads per tenant: the cost
 /// is the page, whatever the number of tenants. Case-sensitive: ids are
 /// bytes. Erased tenants have no `n` row and never appear.
 pub fn by_prefix(
@@ -454,11 +467,16 @@ pub fn by_prefix(
         })
     })?;
     let ords: Vec<u32> = found.iter().map(|(o, _)| *o).collect();
-    let counters = crate::queries::counters_many(store, &ords)?;
+    let tallies = crate::queries::tallies_many(store, &ords)?;
     Ok(found
         .into_iter()
-        .zip(counters)
-        .map(|((ord, id), counters)| TenantInfo { ord, id, counters })
+        .zip(tallies)
+        .map(|((ord, id), (counters, totals))| TenantInfo {
+            ord,
+            id,
+            counters,
+            totals,
+        })
         .collect())
 }
 

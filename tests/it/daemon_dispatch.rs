@@ -637,3 +637,86 @@ async fn sigkill_during_delivery_loses_nothing() {
     drop(s);
     check_store(&d_store(&dir));
 }
+
+/// The store's cumulative totals beside a real daemon and a real sink: the
+/// admin stats (node) and the tenant detail report accepted, delivered,
+/// retried and dead-lettered rows exactly, `/metrics` exports the node's,
+/// and the stopped store checks (the totals are no fold, and not compared).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_admin_api_reports_the_cumulative_totals() {
+    const ADMIN: &str = "admin-token-0123456789";
+    let sink = Sink::default();
+    let base = start_sink(sink.clone()).await;
+    let mut sources = source("good", "t-good", &format!("{base}/ok"), RETRY);
+    sources.push_str(&source("bad", "t-bad", &format!("{base}/fail"), RETRY));
+    let admin = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n[[admin.tokens]]\nname = \"ops\"\ntoken = \"{ADMIN}\"\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &config_dispatching(FAST, &admin, &sources));
+    let d = Daemon::start(dir.path());
+    let c = client();
+    for i in 0..5 {
+        post(&c, &d, "good", &format!("{{\"n\":{i}}}")).await;
+    }
+    for i in 0..2 {
+        post(&c, &d, "bad", &format!("{{\"n\":{i}}}")).await;
+    }
+    wait_settled(&d.store, Duration::from_secs(60)).await;
+    let api = d.admin.clone().expect("admin listener");
+    let get = |path: String| {
+        let c = c.clone();
+        async move {
+            let r = c.get(path).bearer_auth(ADMIN).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let stats = get(format!("{api}/v1/admin/stats")).await;
+    let good = get(format!("{api}/v1/admin/tenants/t-good")).await;
+    let bad = get(format!("{api}/v1/admin/tenants/t-bad")).await;
+    let t = |v: &serde_json::Value, f: &str| v["totals"][f].as_u64().unwrap_or(u64::MAX);
+    // 3 attempts each: 2 retries then the dead letter.
+    assert_eq!(
+        [
+            t(&good, "accepted"),
+            t(&good, "delivered"),
+            t(&good, "retried"),
+            t(&good, "dead_lettered")
+        ],
+        [5, 5, 0, 0],
+        "{good}"
+    );
+    assert_eq!(
+        [
+            t(&bad, "accepted"),
+            t(&bad, "delivered"),
+            t(&bad, "retried"),
+            t(&bad, "dead_lettered")
+        ],
+        [2, 0, 4, 2],
+        "{bad}"
+    );
+    assert_eq!(
+        [
+            t(&stats, "accepted"),
+            t(&stats, "delivered"),
+            t(&stats, "retried"),
+            t(&stats, "dead_lettered")
+        ],
+        [7, 5, 4, 2],
+        "{stats}"
+    );
+    let text = common::metrics_text(&c, &d).await;
+    for (kind, n) in [
+        ("accepted", 7),
+        ("delivered", 5),
+        ("retried", 4),
+        ("dead_lettered", 2),
+    ] {
+        let line = format!("ankusa_store_rows_total{{transition=\"{kind}\"}} {n}\n");
+        assert!(text.contains(&line), "no {line:?} in /metrics");
+    }
+    d.stop();
+    store_check(&dir.path().join("store"));
+}

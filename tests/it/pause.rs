@@ -185,7 +185,10 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
     );
     assert_eq!(down["failing_tenants"][0], "acme", "{sinks}");
     assert!(
-        find(&v, "shop", 0)["health"]["delivered_1m"].as_u64().unwrap() >= 40,
+        find(&v, "shop", 0)["health"]["delivered_1m"]
+            .as_u64()
+            .unwrap()
+            >= 40,
         "{sinks}"
     );
     let shown = ankusa(&["sinks", "show", "ops/0", "--store", &store]);

@@ -22,10 +22,11 @@ use crate::popups::guard::{self, Guard, GuardNext, NoScope, Stage};
 use crate::popups::help;
 use crate::popups::input::{self, Edit, InputKind};
 use crate::popups::Overlay;
+use crate::rates::{RateBook, Sample};
 use crate::screens::dlq::DlqState;
 use crate::screens::heatmap::HeatState;
 use crate::screens::migration::{Guide, MigrationState};
-use crate::screens::tenants::TenantsState;
+use crate::screens::tenants::{SortKey, TenantsState};
 use crate::screens::{overview, tenant, Next, Screen};
 
 /// Inputs to [`App::update`].
@@ -80,6 +81,8 @@ pub struct App {
     pub dlq: DlqState,
     pub detail: Option<DeadDetail>,
     pub migration: MigrationState,
+    /// Rates and trends from the readings of the screens shown.
+    pub rates: RateBook,
     pub status: String,
     pub error: Option<String>,
     /// Fetches sent and not answered yet.
@@ -137,6 +140,7 @@ impl App {
             dlq: DlqState::default(),
             detail: None,
             migration,
+            rates: RateBook::default(),
             status: String::new(),
             error: None,
             busy: 0,
@@ -152,6 +156,50 @@ impl App {
     /// Whether guarded actions are offered ([`OpenMode::can_act`]).
     pub fn can_act(&self) -> bool {
         self.header.mode.can_act()
+    }
+
+    /// Whether the cumulative totals can move: a daemon runs and this
+    /// console follows it. Otherwise the screens say "no daemon: no rates"
+    /// instead of showing a rate of zero that means nothing.
+    pub fn rates_live(&self) -> bool {
+        matches!(self.header.mode, OpenMode::Follow { .. })
+            && matches!(self.header.daemon, Some(DaemonStatus::Running(_)))
+    }
+
+    /// A reading of these totals and levels, stamped with when the data
+    /// last matched the store (a re-read without a catch-up is no news).
+    fn sample(
+        &self,
+        totals: ankusa_store::Totals,
+        c: &ankusa_store::Counters,
+        oldest_age_ms: Option<u64>,
+    ) -> Sample {
+        Sample {
+            at: self.header.fresh_at,
+            totals,
+            backlog: c.queued(),
+            oldest_age_ms,
+        }
+    }
+
+    fn sample_tenants<'a>(
+        &mut self,
+        rows: impl Iterator<Item = &'a ankusa_store::tenants::TenantInfo>,
+    ) {
+        let samples: Vec<(u32, Sample)> = rows
+            .map(|t| (t.ord, self.sample(t.totals, &t.counters, None)))
+            .collect();
+        for (ord, s) in samples {
+            self.rates.sample_tenant(ord, s);
+        }
+    }
+
+    /// The rate series of the tenant whose detail is open.
+    pub fn screen_tenant_series(&self) -> Option<&crate::rates::Series> {
+        match self.screen() {
+            Screen::Tenant { ord } => self.rates.tenant(*ord),
+            _ => None,
+        }
     }
 
     /// Rows a list screen shows at the current size.
@@ -349,10 +397,16 @@ impl App {
             }
             Reply::Overview(o) => {
                 self.header.format = o.format;
+                let at = self.header.fresh_at;
+                let oldest = o.oldest.map_or(0, |d| d.age_ms(at));
+                let s = self.sample(o.totals, &o.node, Some(oldest));
+                self.rates.sample_node(s);
                 self.overview = Some(o);
             }
             Reply::Tenants(p) => {
+                self.sample_tenants(p.rows.iter());
                 if self.tenants.on_page(p) {
+                    self.order_by_rate();
                     self.clamp_sel();
                 }
             }
@@ -360,9 +414,27 @@ impl App {
                 if self.tenants.on_ranked(field, rows, at, &mut self.status) {
                     self.clamp_sel();
                 }
+                let n = self.list_rows();
+                let shown: Vec<_> = self
+                    .tenants
+                    .ranked_visible(n)
+                    .into_iter()
+                    .cloned()
+                    .collect();
+                self.sample_tenants(shown.iter());
             }
-            Reply::CountersOf(cs) => self.tenants.on_counters(cs),
+            Reply::CountersOf(cs) => {
+                for (ord, c, totals) in &cs {
+                    let s = self.sample(*totals, c, None);
+                    self.rates.sample_tenant(*ord, s);
+                }
+                self.tenants.on_counters(cs)
+            }
             Reply::Tenant(t) => {
+                let at = self.header.fresh_at;
+                let oldest = t.first_due.map_or(0, |r| at.saturating_sub(r.at));
+                let s = self.sample(t.totals, &t.counters, Some(oldest));
+                self.rates.sample_tenant(t.ord, s);
                 if *self.screen() == (Screen::Tenant { ord: t.ord }) {
                     self.tenant = Some(t);
                 }
@@ -738,9 +810,34 @@ impl App {
         self.reload()
     }
 
-    fn set_sort(&mut self, f: Option<Field>) -> Vec<Effect> {
-        self.tenants.set_sort(f, &mut self.status);
+    fn set_sort(&mut self, k: SortKey) -> Vec<Effect> {
+        self.tenants.set_sort(k, &mut self.status);
+        self.order_by_rate();
         self.reload()
+    }
+
+    /// Orders the page shown by its rows' rates, when sorted by a rate
+    /// (fastest first; rows without a rate yet last, by ordinal).
+    fn order_by_rate(&mut self) {
+        let (Some(t), Some(p)) = (self.tenants.rate_sort, &self.tenants.page) else {
+            return;
+        };
+        let live = self.rates_live();
+        let mut v: Vec<(f64, u32)> = p
+            .rows
+            .iter()
+            .map(|r| {
+                let rate = self
+                    .rates
+                    .tenant(r.ord)
+                    .and_then(|s| s.rate(t))
+                    .filter(|_| live)
+                    .map_or(-1.0, |r| r.per_s);
+                (rate, r.ord)
+            })
+            .collect();
+        v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.tenants.rate_order = v.into_iter().map(|(_, o)| o).collect();
     }
 
     fn first_page(&mut self) -> Vec<Effect> {
@@ -793,14 +890,21 @@ impl App {
             ("sort", f) => match f {
                 "ord" | "ordinal" | "" => {
                     self.stack = vec![Screen::Tenants];
-                    self.set_sort(None)
+                    self.set_sort(SortKey::Ordinal)
                 }
                 f => match Field::parse(f)
                     .or_else(|| (f == "archive").then_some(Field::ArchivePending))
-                {
-                    Some(field) => {
+                    .map(SortKey::Counter)
+                    .or_else(|| {
+                        let name = f.strip_suffix("/s")?.replace('-', "_");
+                        ankusa_store::Total::ALL
+                            .into_iter()
+                            .find(|t| t.name() == name)
+                            .map(SortKey::Rate)
+                    }) {
+                    Some(key) => {
                         self.stack = vec![Screen::Tenants];
-                        self.set_sort(Some(field))
+                        self.set_sort(key)
                     }
                     None => {
                         self.status = format!("unknown counter {} (see ?)", quoted(f, 40));

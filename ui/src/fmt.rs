@@ -108,9 +108,54 @@ pub fn cut(s: &str, max: usize) -> String {
     }
 }
 
+/// A rate per second in at most 7 characters: `0.4/s`, `12/s`, `3.2k/s`.
+pub fn per_s(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}/s")
+    } else if r < 10_000.0 {
+        format!("{r:.0}/s")
+    } else {
+        format!("{:.1}k/s", r / 1000.0)
+    }
+}
+
+/// The last `width` values as a one-line bar chart (`▁` to `█`, scaled to
+/// the largest shown; 0 is `▁`): a sparkline inside a line of text.
+pub fn spark(values: &[u64], width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let shown = &values[values.len().saturating_sub(width)..];
+    let max = shown.iter().copied().max().unwrap_or(0).max(1);
+    shown
+        .iter()
+        .map(|&v| {
+            // Non-zero values start at the second bar, so a trickle is seen.
+            let i = if v == 0 {
+                0
+            } else {
+                1 + (v.saturating_mul(6) / max) as usize
+            };
+            BARS[i.min(7)]
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sparks_scale_to_the_largest_and_show_a_trickle() {
+        assert_eq!(spark(&[0, 1, 6, 3], 10), "▁▃█▅");
+        assert_eq!(
+            spark(&[100, 0, 1], 2),
+            "▁█",
+            "the last `width` values, rescaled"
+        );
+        assert_eq!(spark(&[], 5), "");
+        assert_eq!(per_s(0.26), "0.3/s");
+        assert_eq!(per_s(12.4), "12/s");
+        assert_eq!(per_s(32_100.0), "32.1k/s");
+    }
 
     #[test]
     fn formats() {

@@ -178,7 +178,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('6')], label: "6", action: KeyAction::Goto(Tab::Log), scope: Scope::Everywhere, help: "log" },
     Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: KeyAction::NextTab, scope: Scope::Everywhere, help: "next screen" },
     Binding { keys: &[C('r')], label: "r", action: KeyAction::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
-    Binding { keys: &[C('s')], label: "s", action: KeyAction::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive" },
+    Binding { keys: &[C('s')], label: "s", action: KeyAction::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive, delivered/s, accepted/s (this page)" },
     Binding { keys: &[C('d')], label: "d", action: KeyAction::TenantDlq, scope: Scope::Tenant, help: "this tenant's DLQ" },
     Binding { keys: &[C('+'), C('z')], label: "+ z", action: KeyAction::ZoomIn, scope: Scope::Heatmap, help: "zoom in (narrower buckets, down to 1s)" },
     Binding { keys: &[C('-'), C('Z')], label: "- Z", action: KeyAction::ZoomOut, scope: Scope::Heatmap, help: "zoom out (wider buckets, up to 1h)" },

@@ -12,6 +12,8 @@
 //!   (FOLLOW / READ-ONLY / WRITE) and answering the screens' bounded
 //!   requests on a worker thread.
 //! - [`keymap`]: keys as data; the help overlay is generated from it.
+//! - [`rates`]: rates and trends from successive samples of the counters
+//!   and cumulative totals the screens already read (bounded rings).
 //! - [`heatmap`], [`fmt`]: cell counting, formatting (the redacted
 //!   previews are ankusa-ops' [`ankusa_ops::preview`], the API's rule).
 //! - [`error`]: [`ConsoleError`], what the console returns (the binary
@@ -28,6 +30,7 @@ pub mod fmt;
 pub mod heatmap;
 pub mod keymap;
 pub mod popups;
+pub mod rates;
 pub mod refresh_bench;
 pub mod screens;
 pub mod term;

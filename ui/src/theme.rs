@@ -62,6 +62,15 @@ impl Theme {
     pub(crate) fn warn(&self) -> Style {
         self.fg(Color::Yellow)
     }
+    /// A figure moving the right way (a rate arrow, a sparkline of work
+    /// done); always beside its number and arrow.
+    pub(crate) fn better(&self) -> Style {
+        self.fg(Color::Green)
+    }
+    /// A figure that says nothing good or bad (a flat trend).
+    pub(crate) fn plain(&self) -> Style {
+        Style::default()
+    }
     /// Something finished well.
     pub(crate) fn ok(&self) -> Style {
         self.fg(Color::Green).add_modifier(Modifier::BOLD)

@@ -8,6 +8,9 @@
 //!   same batch ([`put_due`] is the single place that does either).
 //! - Every function records its counter deltas in the batch; the batch
 //!   mirrors them into ord 0 and turns them into merge operands on commit.
+//!   Ingest, delivered, retry and dead-letter also count themselves in the
+//!   tenant's cumulative totals ([`Total`]), in the same batch; revive,
+//!   recovery, purge, archive and the migration count in none.
 //! - Row moves are delete-old + put-new in one batch, so a row always has
 //!   exactly one index key.
 //! - Active markers are deleted only by [`cleanup_markers`], the dispatcher's
@@ -31,7 +34,7 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use crate::batch::Batch;
-use crate::counters::Field;
+use crate::counters::{Field, Total};
 use crate::error::Result;
 use crate::keys::{
     bounds, bucket_of, delivery_key, hook_key, meta, prefix, ActiveKey, DeadByTenantKey, DeadKey,
@@ -166,6 +169,7 @@ pub fn ingest(b: &mut Batch, h: &IngestHook<'_>) -> Vec<DueRow> {
         meta::NEXT_SEQ.to_vec(),
         h.seq.saturating_add(1).to_be_bytes().to_vec(),
     );
+    b.tally(h.ord, Total::Accepted, u64::from(h.sinks));
     let mut rows = Vec::with_capacity(h.sinks as usize);
     for sink in 0..h.sinks {
         b.put(
@@ -230,6 +234,7 @@ pub fn claim(b: &mut Batch, row: &DueRow) -> InflightRow {
 /// Inflight -> gone: the sink accepted it.
 pub fn delivered(b: &mut Batch, row: &InflightRow) {
     delete_inflight(b, row);
+    b.tally(row.ord, Total::Delivered, 1);
     drop_delivery(b, row.ord, row.seq, row.sink, row.size);
 }
 
@@ -237,6 +242,7 @@ pub fn delivered(b: &mut Batch, row: &InflightRow) {
 /// attempt already recorded by the caller).
 pub fn retry(b: &mut Batch, row: &InflightRow, delivery: &DeliveryRow, at: u64) -> DueRow {
     delete_inflight(b, row);
+    b.tally(row.ord, Total::Retried, 1);
     b.put(
         Family::Deliveries,
         delivery_key(row.seq, row.sink).to_vec(),
@@ -255,6 +261,7 @@ pub fn dead_letter(
     source_id: &str,
 ) -> DeadRow {
     delete_inflight(b, row);
+    b.tally(row.ord, Total::DeadLettered, 1);
     b.put(
         Family::Deliveries,
         delivery_key(row.seq, row.sink).to_vec(),

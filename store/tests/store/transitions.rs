@@ -7,7 +7,7 @@ use ankusa_store::queries;
 use ankusa_store::tenants::TenantAllocator;
 use ankusa_store::transitions::{self, PurgeKinds};
 use ankusa_store::values::{ArchiveValue, DeliveryRow, Kind};
-use ankusa_store::{check, Batch, DeadRow, DueRow, InflightRow, Store};
+use ankusa_store::{check, Batch, DeadRow, DueRow, InflightRow, Store, Total, Totals};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -56,6 +56,15 @@ struct Model {
     inflight: Vec<InflightRow>,
     dead: Vec<(DeadRow, u32)>,
     archive: Vec<(u64, ArchiveValue)>,
+    /// Transitions counted per (ordinal, total): what the store's
+    /// cumulative totals must say.
+    counted: BTreeMap<(u32, Total), u64>,
+}
+
+impl Model {
+    fn count(&mut self, ord: u32, t: Total, n: u64) {
+        *self.counted.entry((ord, t)).or_default() += n;
+    }
 }
 
 fn pick<T: Clone>(v: &mut Vec<T>, i: u16) -> Option<T> {
@@ -82,6 +91,7 @@ fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u6
             let t = TENANTS[tenant as usize];
             let at = *now + u64::from(dt);
             let rows = ingest(store, alloc, &[(t, at, size as usize, sinks, archive)]);
+            m.count(rows[0].ord, Total::Accepted, rows.len() as u64);
             if archive {
                 let ord = rows[0].ord;
                 m.archive.push((
@@ -106,6 +116,7 @@ fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u6
                 let mut b = Batch::new();
                 transitions::delivered(&mut b, &r);
                 store.commit(b, false).unwrap();
+                m.count(r.ord, Total::Delivered, 1);
             }
         }
         Op::Retry(i, d) => {
@@ -116,6 +127,7 @@ fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u6
                 m.due
                     .push(transitions::retry(&mut b, &r, &row, *now + u64::from(d)));
                 store.commit(b, false).unwrap();
+                m.count(r.ord, Total::Retried, 1);
             }
         }
         Op::DeadLetter(i) => {
@@ -124,6 +136,7 @@ fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u6
                 let mut b = Batch::new();
                 let d = transitions::dead_letter(&mut b, &r, &row, *now, "src");
                 store.commit(b, false).unwrap();
+                m.count(r.ord, Total::DeadLettered, 1);
                 m.dead.push((d, r.size));
             }
         }
@@ -209,6 +222,119 @@ proptest! {
         }
         prop_assert_eq!(queries::node_counters(&store).unwrap(), sum);
     }
+
+    /// The cumulative totals count exactly the transitions that happened
+    /// (ingested rows, deliveries, retries, dead letters; revive, recovery,
+    /// purge, settle, reclaim and cleanup count in none), never move down
+    /// after any transition, and the node's are the sum of the tenants'.
+    /// `store check` accepts them and `store repair` leaves them alone.
+    #[test]
+    fn totals_count_transitions_and_only_move_up(ops in proptest::collection::vec(op(), 1..60)) {
+        let (_d, store) = fresh();
+        let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+        let mut m = Model::default();
+        let mut now = 1_700_000_000_000u64;
+        let read_all = |store: &Store| -> Vec<Totals> {
+            // Position 0 the node, then each of TENANTS (zeros until seen).
+            let mut v = vec![queries::tallies(store, 0).unwrap().1];
+            for t in TENANTS {
+                v.push(match ankusa_store::tenants::ord_of(store, t).unwrap() {
+                    Some(ord) => queries::tallies(store, ord).unwrap().1,
+                    None => Totals::default(),
+                });
+            }
+            v
+        };
+        let mut before = read_all(&store);
+        for op in &ops {
+            apply(&store, &mut alloc, &mut m, &mut now, op);
+            let after = read_all(&store);
+            for (b, a) in before.iter().zip(&after) {
+                for t in Total::ALL {
+                    prop_assert!(a.get(t) >= b.get(t), "{} moved down after {:?}: {} -> {}", t.name(), op, b.get(t), a.get(t));
+                }
+            }
+            before = after;
+        }
+        let mut sum = Totals::default();
+        for t in TENANTS {
+            if let Some(ord) = ankusa_store::tenants::ord_of(&store, t).unwrap() {
+                let (_, got) = queries::tallies(&store, ord).unwrap();
+                for f in Total::ALL {
+                    prop_assert_eq!(got.get(f), m.counted.get(&(ord, f)).copied().unwrap_or(0), "{} of {}", f.name(), t);
+                    *sum.get_mut(f) += got.get(f);
+                }
+            }
+        }
+        prop_assert_eq!(queries::tallies(&store, 0).unwrap().1, sum);
+        let rep = check::run(&store, |_, _| {}).unwrap();
+        prop_assert!(rep.ok(), "{:#?}", rep.mismatches);
+        let fixed = ankusa_store::repair::run(&store, false, now, |_, _| {}).unwrap();
+        prop_assert_eq!(fixed.counters, 0);
+        prop_assert_eq!(read_all(&store), before, "a repair must not touch the totals");
+    }
+}
+
+/// Each counting transition puts its increment in the batch that makes the
+/// row change (read back from the batch before it commits, and from the
+/// store after), mirrored into the node; the others put none.
+#[test]
+fn totals_move_in_the_batch_of_their_transition() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 10).unwrap();
+    let rows = ingest(&store, &mut alloc, &[("acme", 1000, 10, 3, false)]);
+    let ord = rows[0].ord;
+    let totals = |o: u32| queries::tallies(&store, o).unwrap().1;
+    assert_eq!(totals(ord).accepted, 3, "one per delivery row");
+    assert_eq!(totals(0).accepted, 3);
+
+    let mut inflight = Vec::new();
+    let mut b = Batch::new();
+    for r in &rows {
+        inflight.push(transitions::claim(&mut b, r));
+    }
+    assert!(
+        Total::ALL.iter().all(|t| b.deltas().total(ord, *t) == 0),
+        "a claim counts in no total"
+    );
+    store.commit(b, false).unwrap();
+
+    let step = |b: Batch, t: Total| {
+        assert_eq!(
+            b.deltas().total(ord, t),
+            1,
+            "{} in the transition's batch",
+            t.name()
+        );
+        let (was, was_node) = (totals(ord).get(t), totals(0).get(t));
+        store.commit(b, false).unwrap();
+        assert_eq!(totals(ord).get(t), was + 1, "{}", t.name());
+        assert_eq!(totals(0).get(t), was_node + 1, "{} on the node", t.name());
+    };
+    let mut b = Batch::new();
+    transitions::delivered(&mut b, &inflight[0]);
+    step(b, Total::Delivered);
+    let mut b = Batch::new();
+    let row = DeliveryRow::new(ord, 10);
+    let retried = transitions::retry(&mut b, &inflight[1], &row, 5000);
+    step(b, Total::Retried);
+    let mut b = Batch::new();
+    let dead = transitions::dead_letter(&mut b, &inflight[2], &row, 2000, "src");
+    step(b, Total::DeadLettered);
+
+    // A replay (revive), a boot recovery and a purge move no total.
+    let quiet = totals(ord);
+    let mut b = Batch::new();
+    let revived = transitions::revive(&mut b, &dead, 10, 3000);
+    let f = transitions::claim(&mut b, &revived);
+    transitions::recover_inflight(&mut b, &f, 3000);
+    assert!(Total::ALL.iter().all(|t| b.deltas().total(ord, *t) == 0));
+    store.commit(b, false).unwrap();
+    let mut b = Batch::new();
+    transitions::purge_due(&mut b, &retried);
+    store.commit(b, false).unwrap();
+    assert_eq!(totals(ord), quiet);
+    assert_consistent(&store);
 }
 
 #[test]
@@ -269,6 +395,18 @@ fn concurrent_writers_do_not_lose_counts() {
     assert_eq!(c.inflight, 0);
     assert_eq!(c.bytes, 10 * (1 + 3 * 300));
     assert_eq!(queries::node_counters(&store).unwrap(), c);
+    let (_, t) = queries::tallies(&store, ord).unwrap();
+    assert_eq!(
+        t,
+        Totals {
+            accepted: 1 + 4 * 300,
+            delivered: 300,
+            retried: 300,
+            dead_lettered: 300,
+        },
+        "concurrent writers lose no count of a total either"
+    );
+    assert_eq!(queries::tallies(&store, 0).unwrap().1, t);
     assert_consistent(&store);
 }
 

@@ -56,8 +56,14 @@ impl Feed {
                 at: now,
             },
             Request::CountersOf(ords) => {
-                let c = queries::counters_many(self.need()?, ords)?;
-                Reply::CountersOf(ords.iter().copied().zip(c).collect())
+                let c = queries::tallies_many(self.need()?, ords)?;
+                Reply::CountersOf(
+                    ords.iter()
+                        .copied()
+                        .zip(c)
+                        .map(|(o, (c, t))| (o, c, t))
+                        .collect(),
+                )
             }
             Request::Tenant {
                 ord,

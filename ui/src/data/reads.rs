@@ -42,8 +42,10 @@ impl Feed {
             Some(o) => live_name(s, o.ord)?,
             None => None,
         };
+        let (node, totals) = queries::tallies(s, 0)?;
         Ok(Overview {
-            node: queries::node_counters(s)?,
+            node,
+            totals,
             tenants: tenants::allocated(s)?,
             active: walk.tenants.len(),
             active_capped: !walk.complete,
@@ -120,10 +122,12 @@ impl Feed {
             Some(Name::Erased) => "(erased)".into(),
             None => format!("ord {ord}"),
         };
+        let (counters, totals) = queries::tallies(s, ord)?;
         Ok(TenantData {
             ord,
             name,
-            counters: queries::counters(s, ord)?,
+            counters,
+            totals,
             first_due: queries::first_due(s, ord)?,
             heat: heatmap::count_row(s, ord, heat, now)?,
             dlq: queries::dlq_page_for_tenant(s, ord, None, dlq_limit)?,

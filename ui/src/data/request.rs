@@ -14,7 +14,7 @@ use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::tenants::TenantInfo;
 use ankusa_store::values::DeliveryRow;
-use ankusa_store::Counters;
+use ankusa_store::{Counters, Totals};
 
 use super::open::OpenMode;
 use crate::heatmap::HeatSpec;
@@ -104,7 +104,8 @@ pub enum Reply {
         rows: Vec<TenantInfo>,
         at: u64,
     },
-    CountersOf(Vec<(u32, Counters)>),
+    /// Counters and cumulative totals of the ranked rows shown.
+    CountersOf(Vec<(u32, Counters, Totals)>),
     Tenant(TenantData),
     TenantByName(String, Option<u32>),
     Heatmap(HeatmapData),
@@ -141,6 +142,8 @@ pub enum DaemonStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overview {
     pub node: Counters,
+    /// The node's cumulative totals (rates come from successive readings).
+    pub totals: Totals,
     pub tenants: u32,
     pub active: usize,
     pub active_capped: bool,
@@ -169,6 +172,7 @@ pub struct TenantData {
     pub ord: u32,
     pub name: String,
     pub counters: Counters,
+    pub totals: Totals,
     pub first_due: Option<DueRow>,
     pub heat: Vec<u32>,
     pub dlq: DlqPage,

@@ -16,6 +16,7 @@ pub mod overview;
 pub mod pages;
 pub mod tenant;
 pub mod tenants;
+pub mod trends;
 
 use ankusa_store::rows::DeadRow;
 

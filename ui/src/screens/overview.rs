@@ -1,12 +1,17 @@
-//! The overview: the node's counters, the oldest due row, tenants and
-//! active tenants, the daemon's status. One request per refresh, each of
-//! its numbers a point read or a bounded walk (never a fold).
+//! The overview: the node's counters and, beside them, its rates over the
+//! last minute and its backlog and oldest-due trends (from the app's
+//! samples of the same reading), the oldest due row, tenants and active
+//! tenants, the daemon's status, and a chart of the rates and the backlog
+//! where there is room. One request per refresh, each of its numbers a
+//! point read or a bounded walk (never a fold).
 
-use ratatui::layout::Rect;
+use ankusa_store::Total;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use super::trends::{self, Rates};
 use super::{Next, Screen};
 use crate::data::{DaemonStatus, Overview, Request};
 use crate::fmt::{age, bytes, num};
@@ -24,15 +29,22 @@ pub fn open(o: Option<&Overview>) -> Next {
     }
 }
 
-pub fn draw(
-    f: &mut Frame,
-    o: Option<&Overview>,
-    now: u64,
-    daemon: Option<DaemonStatus>,
-    notices: &[String],
-    theme: &Theme,
-    area: Rect,
-) {
+/// What the overview draws besides its reading: the clock, the daemon's
+/// status, the app's notices and the node's rates.
+pub struct Facts<'a> {
+    pub now: u64,
+    pub daemon: Option<DaemonStatus>,
+    pub notices: &'a [String],
+    pub rates: Rates<'a>,
+}
+
+pub fn draw(f: &mut Frame, o: Option<&Overview>, facts: Facts<'_>, theme: &Theme, area: Rect) {
+    let Facts {
+        now,
+        daemon,
+        notices,
+        rates,
+    } = facts;
     let Some(o) = o else {
         return loading(f, " Overview ".into(), theme, area);
     };
@@ -64,7 +76,8 @@ pub fn draw(
             Span::raw(v),
         ])
     };
-    let mut lines = vec![
+    // The counters on the left, the rates and trends beside them.
+    let left = [
         Line::from(""),
         kv("pending", num(n.pending)),
         kv("scheduled (retry)", num(n.scheduled)),
@@ -78,6 +91,36 @@ pub fn draw(
         },
         kv("bytes queued", bytes(n.bytes)),
         kv("archive pending", num(n.archive_pending)),
+    ];
+    let right_w = usize::from(area.width.saturating_sub(2)).saturating_sub(LEFT_W);
+    let right: Vec<Line> = if rates.live {
+        let mut v = vec![Line::from(Span::styled(
+            "rates, last minute",
+            theme.title(),
+        ))];
+        for t in Total::ALL {
+            v.push(trends::rate_line(rates.series, t, right_w, theme));
+        }
+        v.push(trends::backlog_line(rates.series, theme));
+        v.push(trends::oldest_line(rates.series, theme));
+        v
+    } else {
+        trends::no_daemon_lines(&o.totals, theme)
+    };
+    let rows = left.len().max(right.len());
+    let mut lines: Vec<Line> = (0..rows)
+        .map(|i| {
+            let l = left.get(i).cloned().unwrap_or_default();
+            let used: usize = l.spans.iter().map(|s| s.content.chars().count()).sum();
+            let mut spans = l.spans;
+            if let Some(r) = right.get(i) {
+                spans.push(Span::raw(" ".repeat(LEFT_W.saturating_sub(used))));
+                spans.extend(r.spans.iter().cloned());
+            }
+            Line::from(spans)
+        })
+        .collect();
+    lines.extend([
         Line::from(""),
         kv("oldest due", oldest),
         kv("tenants", num(i64::from(o.tenants))),
@@ -94,7 +137,7 @@ pub fn draw(
             },
         ),
         kv("daemon", daemon),
-    ];
+    ]);
     if let Some(fault) = &o.store_fault {
         // First among the warnings: while it lasts the node refuses every
         // hook, and a load balancer has taken it out.
@@ -135,8 +178,17 @@ pub fn draw(
     lines.push(Line::from(
         "  Enter: the oldest-due tenant   2: tenants   3: heatmap   4: DLQ",
     ));
+    let text_h = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
+    let [text, chart] =
+        Layout::vertical([Constraint::Length(text_h), Constraint::Min(0)]).areas(area);
     f.render_widget(
         Paragraph::new(lines).block(block(" Overview (node counters) ".into(), theme)),
-        area,
+        text,
     );
+    if rates.live {
+        trends::charts(f, rates.series, theme, chart);
+    }
 }
+
+/// Columns of the counters beside the rates: the label (20) and a value.
+const LEFT_W: usize = 34;

@@ -1,6 +1,8 @@
-//! One tenant's detail: its counters, its first due row, its heatmap row
-//! and the newest rows of its DLQ, read for one ordinal (point reads and
-//! bounded pages).
+//! One tenant's detail: its counters, its first due row, its rates over
+//! the last minute and its backlog and oldest-due trends (from the app's
+//! samples of the same reading), its heatmap row, a chart of its rates and
+//! backlog where there is room, and the newest rows of its DLQ, read for
+//! one ordinal (point reads and bounded pages).
 
 use ankusa_store::values::Kind;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -9,6 +11,7 @@ use ratatui::widgets::{Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::heatmap::{heat_axis, heat_cells};
+use super::trends::{self, Rates};
 use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantData};
 use crate::fmt::{age, bytes, cut, num, utc};
@@ -17,7 +20,17 @@ use crate::theme::{block, loading, Theme};
 
 /// Rows of the tenant's DLQ shown when the terminal is `height` high.
 pub fn dlq_rows(height: u16) -> usize {
-    usize::from(height.saturating_sub(18)).clamp(3, 20)
+    usize::from(height.saturating_sub(18 + chart_rows(height))).clamp(3, 20)
+}
+
+/// Rows of the chart block at a terminal `height` (none when the DLQ would
+/// be squeezed under its three rows).
+fn chart_rows(height: u16) -> u16 {
+    if height >= 34 {
+        7
+    } else {
+        0
+    }
 }
 
 pub fn requests(ord: u32, height: u16, heat: HeatSpec) -> Vec<Request> {
@@ -42,6 +55,7 @@ pub fn draw(
     t: Option<&TenantData>,
     spec: HeatSpec,
     now: u64,
+    rates: Rates<'_>,
     theme: &Theme,
     area: Rect,
 ) {
@@ -50,9 +64,15 @@ pub fn draw(
     };
     let c = &t.counters;
     let dlq_rows = t.dlq.entries.len().max(1) as u16;
-    let [top, heat, dl] = Layout::vertical([
-        Constraint::Length(6),
+    let [top, rate, heat, chart, dl] = Layout::vertical([
         Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Length(if rates.live {
+            chart_rows(area.height + 3)
+        } else {
+            0
+        }),
         Constraint::Min(dlq_rows.min(3) + 3),
     ])
     .areas(area);
@@ -86,12 +106,25 @@ pub fn draw(
             num(c.archive_pending)
         )),
         Line::from(format!(" oldest due: {first}")),
-        Line::from(" Enter/d: this tenant's DLQ   +/-: zoom the heatmap row"),
     ];
     f.render_widget(
         Paragraph::new(lines).block(block(format!(" Tenant {} (ord {}) ", t.name, t.ord), theme)),
         top,
     );
+    let rate_lines = trends::block_lines(
+        rates.series,
+        &t.totals,
+        rates.live,
+        usize::from(rate.width.saturating_sub(2)),
+        theme,
+    );
+    f.render_widget(
+        Paragraph::new(rate_lines).block(block(" Rates, last minute; trends ".into(), theme)),
+        rate,
+    );
+    if rates.live {
+        trends::charts(f, rates.series, theme, chart);
+    }
     let mut row = vec![Span::raw(" ".repeat(NAME_COL + 1))];
     row.extend(heat_cells(&t.heat, spec.cap, spec.now_col, theme));
     let heat_lines = vec![
@@ -109,7 +142,10 @@ pub fn draw(
     ];
     f.render_widget(
         Paragraph::new(heat_lines).block(block(
-            format!(" Due rows by {} bucket ", zoom_label(spec.bucket_ms)),
+            format!(
+                " Due rows by {} bucket (+/-: zoom) ",
+                zoom_label(spec.bucket_ms)
+            ),
             theme,
         )),
         heat,
@@ -129,7 +165,7 @@ pub fn draw(
         })
         .collect();
     let title = format!(
-        " DLQ: newest {} of {} dead ",
+        " DLQ: newest {} of {} dead (Enter/d: all of it) ",
         t.dlq.entries.len(),
         num(c.dead)
     );

@@ -1,10 +1,15 @@
 //! The tenants list: ordinal order by pages of the tenants family, name
 //! order under a prefix filter (a range scan of the names), or ranked by a
 //! counter. A ranking is one bounded scan taken when the operator picks the
-//! sort; refreshes then re-read only the visible rows' counters.
+//! sort; refreshes then re-read only the visible rows' counters. Rate
+//! columns (delivered/s, accepted/s; retried/s and dead-lettered/s when
+//! wide) come from the app's samples of those same rows; sorting by a rate
+//! orders the page shown (only the rows on screen have rates: a rate of
+//! every tenant would need every tenant's counters read every refresh).
 
 use ankusa_store::counters::Field;
 use ankusa_store::tenants::TenantInfo;
+use ankusa_store::Total;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
@@ -28,18 +33,38 @@ pub struct TenantsState {
     pub ranked: Option<(Field, Vec<TenantInfo>, u64)>,
     pub rank_page: usize,
     pub sel: usize,
+    /// Sorted by this rate (the page shown), in [`TenantsState::rate_order`].
+    pub rate_sort: Option<Total>,
+    /// The page's ordinals by the rate, fastest first (set by the app when
+    /// the rows' rates change).
+    pub rate_order: Vec<u32>,
 }
 
-/// The sort key `s` cycles through.
-const SORTS: [Option<Field>; 7] = [
-    None,
-    Some(Field::Pending),
-    Some(Field::Scheduled),
-    Some(Field::Inflight),
-    Some(Field::Dead),
-    Some(Field::Bytes),
-    Some(Field::ArchivePending),
+/// What the list is sorted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Ordinal,
+    /// Ranked by a counter (a bounded scan when picked).
+    Counter(Field),
+    /// The page shown, by a rate.
+    Rate(Total),
+}
+
+/// The sort keys `s` cycles through.
+const SORTS: [SortKey; 9] = [
+    SortKey::Ordinal,
+    SortKey::Counter(Field::Pending),
+    SortKey::Counter(Field::Scheduled),
+    SortKey::Counter(Field::Inflight),
+    SortKey::Counter(Field::Dead),
+    SortKey::Counter(Field::Bytes),
+    SortKey::Counter(Field::ArchivePending),
+    SortKey::Rate(Total::Delivered),
+    SortKey::Rate(Total::Accepted),
 ];
+
+/// Rate columns shown: two at any width, four from this width on.
+const WIDE: u16 = 120;
 
 impl TenantsState {
     /// The ranked rows on the current page of `n` rows, filtered by name
@@ -61,10 +86,19 @@ impl TenantsState {
         if self.sort.is_some() {
             return self.ranked_visible(n);
         }
-        match &self.page {
+        let mut rows: Vec<&TenantInfo> = match &self.page {
             Some(p) => p.rows.iter().collect(),
             None => Vec::new(),
+        };
+        if self.rate_sort.is_some() {
+            rows.sort_by_key(|t| {
+                self.rate_order
+                    .iter()
+                    .position(|o| *o == t.ord)
+                    .unwrap_or(usize::MAX)
+            });
         }
+        rows
     }
 
     pub fn requests(&self, n: usize) -> Vec<Request> {
@@ -114,30 +148,49 @@ impl TenantsState {
         false
     }
 
-    pub fn on_counters(&mut self, cs: Vec<(u32, ankusa_store::Counters)>) {
+    pub fn on_counters(&mut self, cs: Vec<(u32, ankusa_store::Counters, ankusa_store::Totals)>) {
         if let Some((_, rows, _)) = &mut self.ranked {
-            for (ord, c) in cs {
+            for (ord, c, totals) in cs {
                 if let Some(t) = rows.iter_mut().find(|t| t.ord == ord) {
                     t.counters = c;
+                    t.totals = totals;
                 }
             }
         }
     }
 
+    pub fn key(&self) -> SortKey {
+        match (self.sort, self.rate_sort) {
+            (Some(f), _) => SortKey::Counter(f),
+            (None, Some(t)) => SortKey::Rate(t),
+            (None, None) => SortKey::Ordinal,
+        }
+    }
+
     /// The sort after the current one (`s`).
-    pub fn next_sort(&self) -> Option<Field> {
-        let i = SORTS.iter().position(|f| *f == self.sort).unwrap_or(0);
+    pub fn next_sort(&self) -> SortKey {
+        let k = self.key();
+        let i = SORTS.iter().position(|f| *f == k).unwrap_or(0);
         SORTS[(i + 1) % SORTS.len()]
     }
 
-    pub fn set_sort(&mut self, f: Option<Field>, status: &mut String) {
-        self.sort = f;
+    pub fn set_sort(&mut self, k: SortKey, status: &mut String) {
+        self.sort = match k {
+            SortKey::Counter(f) => Some(f),
+            _ => None,
+        };
+        self.rate_sort = match k {
+            SortKey::Rate(t) => Some(t),
+            _ => None,
+        };
+        self.rate_order.clear();
         self.ranked = None;
         self.rank_page = 0;
         self.sel = 0;
-        *status = match f {
-            Some(f) => format!("ranking the top {RANK_LIMIT} tenants by {}", f.name()),
-            None => "ordinal order".into(),
+        *status = match k {
+            SortKey::Counter(f) => format!("ranking the top {RANK_LIMIT} tenants by {}", f.name()),
+            SortKey::Rate(t) => format!("this page by {}/s", t.name()),
+            SortKey::Ordinal => "ordinal order".into(),
         };
     }
 
@@ -217,19 +270,36 @@ const COUNTER_TITLES: [&str; 6] = ["pending", "sched", "inflight", DEAD, "bytes"
 /// The dead count's column: after ord and tenant, `COUNTER_TITLES[3]`.
 const DEAD_COL: usize = 2 + 3;
 
+/// The rate columns at a width.
+fn rate_cols(width: u16) -> &'static [Total] {
+    if width >= WIDE {
+        &[
+            Total::Delivered,
+            Total::Accepted,
+            Total::Retried,
+            Total::DeadLettered,
+        ]
+    } else {
+        &[Total::Delivered, Total::Accepted]
+    }
+}
+
 pub fn draw(
     f: &mut Frame,
     t: &TenantsState,
     rows: Vec<&TenantInfo>,
     now: u64,
+    rates: (&crate::rates::RateBook, bool),
     theme: &Theme,
     area: Rect,
 ) {
-    let order = match t.sort {
+    let (book, live) = rates;
+    let order = match t.key() {
         // A prefix filter is a range scan of the names: name order.
-        None if !t.filter.is_empty() => "name order".to_owned(),
-        None => "ordinal order".to_owned(),
-        Some(fl) => format!("by {} ↓", fl.name()),
+        SortKey::Ordinal if !t.filter.is_empty() => "name order".to_owned(),
+        SortKey::Ordinal => "ordinal order".to_owned(),
+        SortKey::Counter(fl) => format!("by {} ↓", fl.name()),
+        SortKey::Rate(r) => format!("this page by {}/s ↓", r.name()),
     };
     let mut title = format!(" Tenants ({order}");
     if !t.filter.is_empty() {
@@ -253,18 +323,31 @@ pub fn draw(
         }
         _ => title.push(')'),
     }
+    if !live {
+        title.push_str(" no daemon: no rates ");
+    }
     if rows.is_empty() && t.page.is_none() && t.ranked.is_none() {
         return loading(f, title, theme, area);
     }
-    let sort_col = t
-        .sort
-        .map(|f| Field::ALL.iter().position(|x| *x == f).unwrap_or(0));
+    // Narrow: bytes and archive give way to the rates.
+    let wide = area.width >= WIDE;
+    let shown_fields: &[Field] = if wide { &Field::ALL } else { &Field::ALL[..4] };
+    let rate_cols = rate_cols(area.width);
     let mut head = vec!["ord".to_owned(), "tenant".to_owned()];
-    for (i, h) in COUNTER_TITLES.iter().enumerate() {
-        head.push(if Some(i) == sort_col {
+    for (i, fl) in shown_fields.iter().enumerate() {
+        let h = COUNTER_TITLES[i];
+        head.push(if t.key() == SortKey::Counter(*fl) {
             format!("{h}↓")
         } else {
-            (*h).to_owned()
+            h.to_owned()
+        });
+    }
+    for r in rate_cols {
+        let h = super::trends::short(*r);
+        head.push(if t.key() == SortKey::Rate(*r) {
+            format!("{h}↓")
+        } else {
+            h.to_owned()
         });
     }
     let body: Vec<Row> = rows
@@ -272,7 +355,14 @@ pub fn draw(
         .enumerate()
         .map(|(i, ti)| {
             let mut cells = vec![ti.ord.to_string(), cut(&ti.id, NAME_COL)];
-            cells.extend(counter_cells(&ti.counters));
+            cells.extend(
+                counter_cells(&ti.counters)
+                    .into_iter()
+                    .take(shown_fields.len()),
+            );
+            for r in rate_cols {
+                cells.push(super::trends::rate_cell(book.tenant(ti.ord), *r, live));
+            }
             // The count sits under the "dead" heading: the colour adds to
             // the words, it does not replace them.
             let dead = ti.counters.dead > 0;
@@ -290,16 +380,18 @@ pub fn draw(
             }
         })
         .collect();
-    let widths = [
+    let mut widths = vec![
         Constraint::Length(6),
         Constraint::Length(NAME_COL as u16),
         Constraint::Length(8),
         Constraint::Length(8),
         Constraint::Length(8),
         Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(7),
     ];
+    if wide {
+        widths.extend([Constraint::Length(8), Constraint::Length(7)]);
+    }
+    widths.extend(rate_cols.iter().map(|_| Constraint::Length(7)));
     let empty = rows.is_empty();
     let table = Table::new(body, widths)
         .header(Row::new(head).style(theme.title()))

@@ -9,5 +9,6 @@ mod common;
 mod chrome;
 mod flows;
 mod migration;
+mod rates;
 mod screens;
 mod state;

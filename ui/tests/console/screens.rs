@@ -28,6 +28,101 @@ fn overview() {
     each_size("overview", false, |_, _| {});
 }
 
+/// Readings of a node or tenant under load, ending at the snapshot's
+/// `fresh_at`: every 10 s for ten minutes, then every 2 s for the last
+/// minute. Accepted runs at 40/s and climbs to 60/s in the last 20 s,
+/// delivered holds at 38/s, a retry every 2 s, one dead letter at the end;
+/// the backlog grows from 500 to about 1,700 and the oldest row ages.
+fn under_load(mut push: impl FnMut(ankusa_ui::rates::Sample)) {
+    let end = NOW - 400;
+    let mut times: Vec<u64> = (0..54u64).map(|i| end - 600_000 + i * 10_000).collect();
+    times.extend((0..=30u64).map(|i| end - 60_000 + i * 2_000));
+    let start = times[0];
+    let (mut acc, mut dlv, mut rtr) = (100_000u64, 98_000u64, 3_000u64);
+    let mut last = start;
+    for &at in &times {
+        let dt = (at - last) / 1000;
+        let fast = end - at < 20_000;
+        acc += dt * if fast { 60 } else { 40 };
+        dlv += dt * 38;
+        rtr += dt / 2;
+        last = at;
+        let elapsed = at - start;
+        push(ankusa_ui::rates::Sample {
+            at,
+            totals: ankusa_store::Totals {
+                accepted: acc,
+                delivered: dlv,
+                retried: rtr,
+                dead_lettered: 40 + u64::from(at == end),
+            },
+            backlog: 500 + (elapsed / 500) as i64,
+            oldest_age_ms: Some(30_000 + elapsed / 3),
+        });
+    }
+}
+
+/// FOLLOW beside a running daemon (pid 4242), data fresh at `NOW - 400`.
+fn beside_a_daemon(app: &mut App) {
+    app.header.mode = OpenMode::Follow { pid: 4242 };
+    app.header.daemon = Some(ankusa_ui::data::DaemonStatus::Running(4242));
+    app.rates = ankusa_ui::rates::RateBook::default();
+}
+
+#[test]
+fn overview_with_rates_and_trends() {
+    each_size("overview_trends", false, |a, _| {
+        beside_a_daemon(a);
+        under_load(|s| {
+            a.rates.sample_node(s);
+        });
+    });
+}
+
+#[test]
+fn tenant_detail_with_rates_and_trends() {
+    each_size("tenant_detail_trends", false, |a, s| {
+        type_keys(a, s, ":tenant tenant-000002\n");
+        let ankusa_ui::screens::Screen::Tenant { ord } = a.screen().clone() else {
+            panic!("not on the tenant: {:?}", a.screen());
+        };
+        beside_a_daemon(a);
+        under_load(|s| {
+            a.rates.sample_tenant(ord, s);
+        });
+    });
+}
+
+#[test]
+fn tenants_with_rate_columns_beside_a_daemon() {
+    each_size("tenants_rates", false, |a, s| {
+        type_keys(a, s, "2");
+        beside_a_daemon(a);
+        let ords: Vec<u32> = a.tenant_rows().iter().map(|t| t.ord).collect();
+        for (i, ord) in ords.iter().enumerate() {
+            // Tenant i delivers i rows a second (ord 1 nothing).
+            for step in 0..3u64 {
+                let n = step * 2 * i as u64;
+                a.rates.sample_tenant(
+                    *ord,
+                    ankusa_ui::rates::Sample {
+                        at: NOW - 4_400 + step * 2_000,
+                        totals: ankusa_store::Totals {
+                            accepted: 3 * n,
+                            delivered: n,
+                            ..Default::default()
+                        },
+                        backlog: 0,
+                        oldest_age_ms: None,
+                    },
+                );
+            }
+        }
+        // `:sort delivered/s`: the page, fastest first.
+        type_keys(a, s, ":sort delivered/s\n");
+    });
+}
+
 #[test]
 fn tenants_ordinal_order() {
     each_size("tenants", false, |a, s| type_keys(a, s, "2"));

@@ -70,6 +70,7 @@ fn tenant(ord: u32, id: &str, dead: i64) -> TenantInfo {
             dead,
             ..Counters::default()
         },
+        totals: Default::default(),
     }
 }
 
@@ -290,6 +291,7 @@ fn guarded_actions_are_hidden_when_the_console_cannot_act() {
             ord: 3,
             name: "acme".into(),
             counters: Counters::default(),
+            totals: Default::default(),
             first_due: None,
             heat: vec![],
             dlq: DlqPage {
@@ -325,6 +327,7 @@ fn beside_a_daemon_actions_go_through_it() {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
+        totals: Default::default(),
         first_due: None,
         heat: vec![],
         dlq: DlqPage {
@@ -352,6 +355,7 @@ fn purge_goes_through_dry_run_typed_name_progress_and_result() {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
+        totals: Default::default(),
         first_due: None,
         heat: vec![],
         dlq: DlqPage {
@@ -415,6 +419,7 @@ fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
         ord: 3,
         name: "acme".into(),
         counters: Counters::default(),
+        totals: Default::default(),
         first_due: None,
         heat: vec![],
         dlq: DlqPage {
