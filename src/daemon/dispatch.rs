@@ -144,6 +144,11 @@ impl TickPlan {
 /// marker committed late (a slow group commit) for a second the walk had
 /// already passed is still seen.
 pub const WINDOW_SLACK_S: u64 = 60;
+/// The shortest time between two ticks started by finished deliveries:
+/// a slot freed by a delivery is claimed for within this (plus the tick),
+/// and a burst of completions costs one tick, not one each.
+pub const REFILL_GAP: Duration = Duration::from_millis(2);
+
 /// How often the whole active index is walked again, to resync the set with
 /// anything the windows could have missed and to clean stale markers.
 pub const RESYNC_MS: u64 = 30_000;
@@ -412,6 +417,8 @@ pub struct Dispatcher {
     /// The store generation and unrecorded count the last stranded-row
     /// sweep covered.
     swept: Mutex<(u64, u64)>,
+    /// Signalled when a delivery ends: its slot is refilled at once.
+    freed: Notify,
 }
 
 impl Dispatcher {
@@ -449,6 +456,7 @@ impl Dispatcher {
             inflight: Arc::new(Inflight::default()),
             deliverer: Arc::new(deliverer),
             swept: Mutex::new(swept),
+            freed: Notify::new(),
         })
     }
 
@@ -470,13 +478,25 @@ impl Dispatcher {
         let mut stop = stop_rx;
         let ticker = tokio::spawn(async move {
             let mut every = tokio::time::interval(me.settings.tick);
+            let mut last = Instant::now();
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tokio::select! {
-                    _ = every.tick() => {}
+                let refill = tokio::select! {
+                    _ = every.tick() => false,
+                    _ = me.freed.notified() => true,
                     _ = stop.wait_for(|s| *s) => break,
                     _ = external.wait_for(|s| *s) => break,
+                };
+                if refill {
+                    // Deliveries that finish together are refilled by one
+                    // tick: at most one refill per REFILL_GAP.
+                    let wait = REFILL_GAP.saturating_sub(last.elapsed());
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    me.metrics.dispatch.refills.fetch_add(1, Ordering::Relaxed);
                 }
+                last = Instant::now();
                 me.clone().tick().await;
             }
         });
@@ -673,6 +693,9 @@ impl Dispatcher {
             // the count is what makes the next tick return the row to due,
             // and a held row would be skipped.
             self.inflight.done(&row);
+            // The freed slot is offered to the scheduler now, not at the
+            // next periodic tick.
+            self.freed.notify_one();
             let m = &self.metrics.dispatch;
             match ended {
                 Ended::Delivered => m.delivered.fetch_add(1, Ordering::Relaxed),

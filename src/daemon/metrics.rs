@@ -471,6 +471,8 @@ pub struct DispatchMetrics {
     pub reclaimed: AtomicU64,
     /// Rows of a paused sink moved aside (parked) by a tick.
     pub parked: AtomicU64,
+    /// Ticks started because a delivery ended (not by the period).
+    pub refills: AtomicU64,
     /// Pauses in force at the last tick: tenants, sinks, sinks for one
     /// tenant.
     pub paused: [AtomicU64; 3],
@@ -480,7 +482,7 @@ impl DispatchMetrics {
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 17] = [
+        let counters: [(&str, &str, u64); 18] = [
             (
                 "ankusa_dispatch_ticks_total",
                 "Dispatch ticks run.",
@@ -555,6 +557,11 @@ impl DispatchMetrics {
                 "ankusa_dispatch_cleanup_errors_total",
                 "Marker cleanups that failed after a claim (claimed rows are still delivered).",
                 r(&self.cleanup_errors),
+            ),
+            (
+                "ankusa_dispatch_refills_total",
+                "Dispatch ticks started by a finished delivery, to refill its slot at once.",
+                r(&self.refills),
             ),
             (
                 "ankusa_dispatch_parked_total",
