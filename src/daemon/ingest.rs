@@ -65,6 +65,11 @@ pub struct AppState {
 pub fn router(state: Arc<AppState>, largest_body: usize, metrics: bool) -> Router {
     let mut r = Router::new()
         .route("/v1/sources/{source}/hooks", post(ingest))
+        .route(
+            "/v1/sources/{source}/hooks:batch",
+            post(super::batch::ingest_batch)
+                .layer(DefaultBodyLimit::max(super::batch::MAX_BATCH_BYTES)),
+        )
         .route("/healthz", get(healthz))
         .route("/livez", get(livez));
     if metrics {
@@ -123,7 +128,7 @@ fn plain_error(status: StatusCode, code: &str, message: &str) -> Response {
 }
 
 /// The answer for an outcome (with the hook id when there is one).
-fn answer(outcome: Outcome, id: Option<HookId>) -> Response {
+pub(super) fn answer(outcome: Outcome, id: Option<HookId>) -> Response {
     let status = outcome.status();
     let body = match (outcome, id) {
         (Outcome::Accepted, Some(id)) => json!({"id": id.to_string()}),
@@ -182,10 +187,10 @@ async fn ingest(
 
 /// Counts a request in `in_progress` for as long as it lives, including
 /// when the client goes away and the handler is dropped mid-await.
-struct InProgress(Arc<Metrics>);
+pub(super) struct InProgress(Arc<Metrics>);
 
 impl InProgress {
-    fn enter(m: &Arc<Metrics>) -> Self {
+    pub(super) fn enter(m: &Arc<Metrics>) -> Self {
         m.in_progress
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self(m.clone())
@@ -291,8 +296,13 @@ fn unambiguous(source: &Source, h: &HeaderMap) -> Result<(), Outcome> {
     Ok(())
 }
 
-/// Every check that needs only the headers.
-fn admit(app: &AppState, source_id: &str, h: &HeaderMap) -> Result<Admitted, Outcome> {
+/// The source, if it exists, the request is unambiguous and its token
+/// matches: what a single hook and a batch both need first.
+pub(super) fn admit_source(
+    app: &AppState,
+    source_id: &str,
+    h: &HeaderMap,
+) -> Result<Arc<Source>, Outcome> {
     let source = app
         .sources
         .get(source_id)
@@ -309,6 +319,25 @@ fn admit(app: &AppState, source_id: &str, h: &HeaderMap) -> Result<Admitted, Out
             return Err(Outcome::TokenInvalid);
         }
     }
+    Ok(source)
+}
+
+/// An idempotency key: 1 to 255 printable ASCII characters, not all spaces.
+pub(super) fn idempotency_key(b: &[u8]) -> Result<String, Outcome> {
+    let ok = !b.is_empty()
+        && b.len() <= MAX_IDEMPOTENCY_KEY
+        && b.iter().all(|&c| c.is_ascii_graphic() || c == b' ')
+        && b.iter().any(|&c| c != b' ');
+    if !ok {
+        return Err(Outcome::IdempotencyKeyInvalid);
+    }
+    // Checked ASCII above, so this cannot fail.
+    Ok(String::from_utf8_lossy(b).into_owned())
+}
+
+/// Every check that needs only the headers.
+fn admit(app: &AppState, source_id: &str, h: &HeaderMap) -> Result<Admitted, Outcome> {
+    let source = admit_source(app, source_id, h)?;
     let tenant = match &source.tenant {
         TenantRule::Fixed(t) => t.clone(),
         TenantRule::Header(name) => {
@@ -320,18 +349,7 @@ fn admit(app: &AppState, source_id: &str, h: &HeaderMap) -> Result<Admitted, Out
     };
     let idempotency_key = match h.get("idempotency-key") {
         None => None,
-        Some(v) => {
-            let b = v.as_bytes();
-            let ok = !b.is_empty()
-                && b.len() <= MAX_IDEMPOTENCY_KEY
-                && b.iter().all(|&c| c.is_ascii_graphic() || c == b' ')
-                && b.iter().any(|&c| c != b' ');
-            if !ok {
-                return Err(Outcome::IdempotencyKeyInvalid);
-            }
-            // Checked ASCII above, so this cannot fail.
-            Some(String::from_utf8_lossy(b).into_owned())
-        }
+        Some(v) => Some(idempotency_key(v.as_bytes())?),
     };
     if let Some(len) = h.get(header::CONTENT_LENGTH) {
         let len = std::str::from_utf8(len.as_bytes())
@@ -379,7 +397,11 @@ fn signed_headers(h: &HeaderMap) -> Option<(String, String, String)> {
 }
 
 /// Buffers the body within the source's limit and the body timeout.
-async fn read_body(req: Request, max: usize, timeout: Duration) -> Result<Bytes, Outcome> {
+pub(super) async fn read_body(
+    req: Request,
+    max: usize,
+    timeout: Duration,
+) -> Result<Bytes, Outcome> {
     let read = Bytes::from_request(req, &());
     let body = match tokio::time::timeout(timeout, read).await {
         Err(_) => return Err(Outcome::BodyTimeout),

@@ -40,6 +40,7 @@
 
 pub mod admin;
 pub mod archive;
+pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod delivery;

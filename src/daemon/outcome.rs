@@ -35,10 +35,14 @@ pub enum Outcome {
     /// The listener holds `http.max_connections`: answered before any
     /// request is read, then the connection is closed.
     ConnectionsFull,
+    /// A batch entry that is not one JSON object of the documented fields.
+    EntryInvalid,
+    /// A batch request past its entry or byte limit.
+    BatchTooLarge,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 22] = [
+    pub const ALL: [Outcome; 24] = [
         Outcome::Accepted,
         Outcome::Duplicate,
         Outcome::SourceUnknown,
@@ -61,6 +65,8 @@ impl Outcome {
         Outcome::StoreUnavailable,
         Outcome::ShuttingDown,
         Outcome::ConnectionsFull,
+        Outcome::EntryInvalid,
+        Outcome::BatchTooLarge,
     ];
 
     /// The stable code: the `error` field of a refusal and the `outcome`
@@ -89,6 +95,8 @@ impl Outcome {
             Outcome::StoreUnavailable => "store_unavailable",
             Outcome::ShuttingDown => "shutting_down",
             Outcome::ConnectionsFull => "connections_full",
+            Outcome::EntryInvalid => "entry_invalid",
+            Outcome::BatchTooLarge => "batch_too_large",
         }
     }
 
@@ -106,8 +114,9 @@ impl Outcome {
             | Outcome::IdempotencyKeyInvalid
             | Outcome::HeaderInvalid
             | Outcome::HeaderAmbiguous
-            | Outcome::BodyUnreadable => StatusCode::BAD_REQUEST,
-            Outcome::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            | Outcome::BodyUnreadable
+            | Outcome::EntryInvalid => StatusCode::BAD_REQUEST,
+            Outcome::BodyTooLarge | Outcome::BatchTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Outcome::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Outcome::TenantLimit
             | Outcome::QueueFull
@@ -171,6 +180,13 @@ impl Outcome {
             }
             Outcome::ConnectionsFull => {
                 "this listener holds http.max_connections connections; retry shortly"
+            }
+            Outcome::EntryInvalid => {
+                "a batch entry must be one JSON object of the documented fields, with exactly \
+                 one of body and body_base64 (docs/delivery.md)"
+            }
+            Outcome::BatchTooLarge => {
+                "a batch request holds at most 1000 entries and 16 MiB (docs/delivery.md)"
             }
         }
     }

@@ -76,14 +76,27 @@ pub enum SubmitError {
     Closed,
 }
 
-/// A hook waiting for the writer.
+/// Hooks waiting for the writer: one, or a batch request's entries, which
+/// are always written by one commit.
 #[derive(Debug)]
 pub struct Submission {
-    pub envelope: Envelope,
+    pub entries: Vec<Envelope>,
     pub sinks: u16,
     enqueued: Instant,
     charged: usize,
-    reply: oneshot::Sender<WriteOutcome>,
+    reply: Reply,
+}
+
+#[derive(Debug)]
+enum Reply {
+    One(oneshot::Sender<WriteOutcome>),
+    All(oneshot::Sender<Vec<WriteOutcome>>),
+}
+
+impl Submission {
+    fn body_bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.body.len()).sum()
+    }
 }
 
 /// The request side of the writer queue. Cloned into every handler.
@@ -103,7 +116,29 @@ impl WriterHandle {
         envelope: Envelope,
         sinks: u16,
     ) -> Result<oneshot::Receiver<WriteOutcome>, SubmitError> {
-        let charged = envelope.body.len().saturating_add(JOB_OVERHEAD);
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(vec![envelope], sinks, Reply::One(reply))?;
+        Ok(rx)
+    }
+
+    /// Queues a batch request's hooks as one job: they are written by one
+    /// synced commit, and the receiver yields one outcome per entry, in
+    /// order.
+    pub fn submit_all(
+        &self,
+        entries: Vec<Envelope>,
+        sinks: u16,
+    ) -> Result<oneshot::Receiver<Vec<WriteOutcome>>, SubmitError> {
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(entries, sinks, Reply::All(reply))?;
+        Ok(rx)
+    }
+
+    fn enqueue(&self, entries: Vec<Envelope>, sinks: u16, reply: Reply) -> Result<(), SubmitError> {
+        let charged = entries
+            .iter()
+            .map(|e| e.body.len().saturating_add(JOB_OVERHEAD))
+            .sum::<usize>();
         let before = self.queued_bytes.fetch_add(charged, Ordering::SeqCst);
         // An empty queue admits any one job, so a body at the size limit is
         // never refused forever by a small `queue_bytes`.
@@ -111,9 +146,8 @@ impl WriterHandle {
             self.queued_bytes.fetch_sub(charged, Ordering::SeqCst);
             return Err(SubmitError::Full);
         }
-        let (reply, rx) = oneshot::channel();
         let job = Submission {
-            envelope,
+            entries,
             sinks,
             enqueued: Instant::now(),
             charged,
@@ -126,7 +160,7 @@ impl WriterHandle {
                     i64::try_from(charged).unwrap_or(i64::MAX),
                     Ordering::Relaxed,
                 );
-                Ok(rx)
+                Ok(())
             }
             Err(e) => {
                 self.queued_bytes.fetch_sub(charged, Ordering::SeqCst);
@@ -230,9 +264,10 @@ impl Writer {
     /// again) or the batch is full.
     fn gather(&self, first: Submission) -> Vec<Submission> {
         let deadline = first.enqueued + self.settings.linger;
-        let mut bytes = first.envelope.body.len();
+        let mut bytes = first.body_bytes();
+        let mut hooks = first.entries.len();
         let mut jobs = vec![first];
-        while jobs.len() < self.settings.max_batch && bytes < self.settings.max_batch_bytes {
+        while hooks < self.settings.max_batch && bytes < self.settings.max_batch_bytes {
             let next = match self.rx.try_recv() {
                 Ok(j) => Some(j),
                 Err(mpsc::TryRecvError::Empty) => {
@@ -246,7 +281,8 @@ impl Writer {
                 Err(mpsc::TryRecvError::Disconnected) => None,
             };
             let Some(j) = next else { break };
-            bytes = bytes.saturating_add(j.envelope.body.len());
+            bytes = bytes.saturating_add(j.body_bytes());
+            hooks = hooks.saturating_add(j.entries.len());
             jobs.push(j);
         }
         jobs
@@ -254,8 +290,13 @@ impl Writer {
 
     /// Resolves, writes and commits one batch, then answers every job.
     pub fn write(&mut self, jobs: Vec<Submission>) {
-        let outcomes = self.commit(&jobs);
-        for (job, outcome) in jobs.into_iter().zip(outcomes) {
+        let envs: Vec<(&Envelope, u16)> = jobs
+            .iter()
+            .flat_map(|j| j.entries.iter().map(move |e| (e, j.sinks)))
+            .collect();
+        let mut outcomes = self.commit(&envs).into_iter();
+        for job in jobs {
+            let mine: Vec<WriteOutcome> = outcomes.by_ref().take(job.entries.len()).collect();
             self.queued_bytes.fetch_sub(job.charged, Ordering::SeqCst);
             self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
             self.metrics.queue_bytes.fetch_sub(
@@ -264,7 +305,16 @@ impl Writer {
             );
             // The client may have gone; its hook is stored all the same and
             // a retry with the same Idempotency-Key gets this id.
-            let _ = job.reply.send(outcome);
+            match job.reply {
+                Reply::One(r) => {
+                    if let Some(&o) = mine.first() {
+                        let _ = r.send(o);
+                    }
+                }
+                Reply::All(r) => {
+                    let _ = r.send(mine);
+                }
+            }
         }
     }
 
@@ -286,7 +336,7 @@ impl Writer {
         Ok(())
     }
 
-    fn commit(&mut self, jobs: &[Submission]) -> Vec<WriteOutcome> {
+    fn commit(&mut self, jobs: &[(&Envelope, u16)]) -> Vec<WriteOutcome> {
         if let Err(e) = self.reload_if_stale() {
             tracing::error!(error = %e, jobs = jobs.len(), "cannot reload the sequence; batch refused");
             self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
@@ -303,13 +353,13 @@ impl Writer {
         // commit a tenant (a read failure used to commit one anyway).
         let early: Vec<Option<WriteOutcome>> = jobs
             .iter()
-            .map(|j| self.answer_without_writing(&j.envelope, now))
+            .map(|(e, _)| self.answer_without_writing(e, now))
             .collect();
         let tenants = jobs
             .iter()
             .zip(&early)
             .filter(|(_, e)| e.is_none())
-            .map(|(j, _)| j.envelope.tenant.as_str());
+            .map(|((e, _), _)| e.tenant.as_str());
         let resolution = match self.alloc.resolve(&self.store, tenants, &mut batch) {
             Ok(r) => r,
             Err(e) => {
@@ -323,8 +373,7 @@ impl Writer {
         let mut in_batch: HashMap<(&str, &str), u64> = HashMap::new();
         let mut outcomes = Vec::with_capacity(jobs.len());
         let mut written = 0usize;
-        for (job, early) in jobs.iter().zip(early) {
-            let env = &job.envelope;
+        for (&(env, sinks), early) in jobs.iter().zip(early) {
             if let Some(answer) = early {
                 outcomes.push(answer);
                 continue;
@@ -346,7 +395,7 @@ impl Writer {
                     seq,
                     ord,
                     envelope: env,
-                    sinks: job.sinks,
+                    sinks,
                     archive: self.settings.archive,
                     dedupe_expires_at: env
                         .idempotency_key
