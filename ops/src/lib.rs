@@ -17,6 +17,7 @@
 //! - [`model`]: the JSON shapes (stable; docs/admin-api.md).
 //! - [`reads`]: bounded reads: stats, tenant pages, DLQ pages and entries.
 //! - [`jobs`]: purge and replay as resumable, audited jobs.
+//! - [`node`]: drain and undrain.
 //! - [`pauses`]: pause and resume of tenants and sinks.
 //! - [`replay`]: dead rows back to due, chunk by chunk.
 //! - [`rowlock`]: the lock every read-then-write of existing rows takes
@@ -31,6 +32,7 @@ pub mod access;
 pub mod client;
 pub mod jobs;
 pub mod model;
+pub mod node;
 pub mod operator;
 pub mod pauses;
 pub mod preview;

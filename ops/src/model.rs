@@ -484,3 +484,16 @@ pub struct SinkHealth {
 pub struct SinksPage {
     pub sinks: Vec<SinkView>,
 }
+
+/// `GET /v1/admin/node`: whether the node drains and what it still owes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeState {
+    /// Present while the node drains.
+    pub draining: Option<ankusa_store::node::Drain>,
+    /// Rows it still owes a delivery: pending, scheduled and inflight.
+    pub owed: u64,
+    /// Dead rows (kept through a drain).
+    pub dead: u64,
+    /// Nothing owed: a draining node can be stopped with nothing lost.
+    pub empty: bool,
+}

@@ -18,11 +18,11 @@ use ankusa_store::Store;
 use crate::access::Principal;
 use crate::client::Client;
 use crate::model::{
-    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, PauseRequest, Paused, PausesPage,
+    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeState, PauseRequest, Paused, PausesPage,
     PurgeRequest, ReplayRequest, Resumed, SinksPage, TenantDetail, TenantsPage,
 };
 use crate::routes::{self, encode as enc};
-use crate::{jobs, pauses, reads, Result};
+use crate::{jobs, node, pauses, reads, Result};
 
 /// Where operations go. `S` is how the store is held: owned (`Box<Store>`,
 /// the command line) or lent (`&Store`, the console).
@@ -155,6 +155,25 @@ impl<S: Deref<Target = Store>> Operator<S> {
                     jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
                 }
             }
+        }
+    }
+
+    /// Whether the node drains, and what it still owes.
+    pub fn node(&self) -> Result<NodeState> {
+        match self {
+            Operator::Daemon(c) => c.get(routes::NODE),
+            Operator::Store { store, who } => node::state(store, who),
+        }
+    }
+
+    /// Starts (`true`) or ends (`false`) a drain.
+    pub fn drain(&self, on: bool) -> Result<NodeState> {
+        let now = ankusa_store::system_now_ms();
+        match (self, on) {
+            (Operator::Daemon(c), true) => c.post(routes::DRAIN, &serde_json::json!({})),
+            (Operator::Daemon(c), false) => c.post(routes::UNDRAIN, &serde_json::json!({})),
+            (Operator::Store { store, who }, true) => node::drain(store, who, now),
+            (Operator::Store { store, who }, false) => node::undrain(store, who, now),
         }
     }
 

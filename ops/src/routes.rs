@@ -26,6 +26,12 @@ pub const AUDIT: &str = "/v1/admin/audit";
 pub const PAUSES: &str = "/v1/admin/pauses";
 /// `POST`: resume a paused scope.
 pub const RESUME: &str = "/v1/admin/pauses/resume";
+/// `GET`: whether the node drains, and what it owes.
+pub const NODE: &str = "/v1/admin/node";
+/// `POST`: start draining.
+pub const DRAIN: &str = "/v1/admin/node/drain";
+/// `POST`: stop draining.
+pub const UNDRAIN: &str = "/v1/admin/node/undrain";
 /// `GET`: the node's sinks.
 pub const SINKS: &str = "/v1/admin/sinks";
 /// `GET`: Prometheus metrics (admin).

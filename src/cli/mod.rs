@@ -4,6 +4,7 @@
 mod backend;
 mod dlq_cmd;
 mod migrate_cmd;
+mod node_cmd;
 mod pause_cmd;
 mod store_cmd;
 mod tenants_cmd;
@@ -42,6 +43,10 @@ pub enum Command {
     /// runs, else on the store directly).
     #[command(subcommand)]
     Sinks(SinksCommand),
+    /// The node: drain it before taking it out of a fleet, undrain it, or
+    /// show whether it drains and what it still owes.
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// Self-asserting benchmarks (exit 1 when the assertion fails).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -335,6 +340,45 @@ pub struct SinkScope {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Start draining: `/healthz` answers 503 so the load balancer stops
+    /// sending; the node delivers what it holds. `--wait` returns when it
+    /// owes nothing (dead rows stay).
+    Drain {
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Wait until nothing is pending, scheduled or inflight.
+        #[arg(long)]
+        wait: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop draining: `/healthz` answers 200 again.
+    Undrain {
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Whether the node drains and what it still owes.
+    Status {
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum SinksCommand {
     /// Every sink of the node (the configuration the daemon last booted
     /// with) and its pauses.
@@ -542,6 +586,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tenants(c) => tenants_cmd::run(c),
         Command::Dlq(c) => dlq_cmd::run(c),
         Command::Sinks(c) => pause_cmd::sinks(c),
+        Command::Node(c) => node_cmd::run(c),
         Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
             crate::bench::gauges::run(quick, json, dir)
         }

@@ -42,7 +42,7 @@ use super::config::AdminSettings;
 use super::metrics::Metrics;
 use ankusa_ops::access::{self, Peer, Principal};
 use ankusa_ops::model::{DaemonInfo, Job, JobsPage, PauseRequest, PurgeRequest, ReplayRequest};
-use ankusa_ops::{jobs, pauses, reads, routes, OpsError};
+use ankusa_ops::{jobs, node, pauses, reads, routes, OpsError};
 
 /// Runs jobs on blocking threads and stops them on shutdown.
 #[derive(Default)]
@@ -319,6 +319,9 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route(routes::JOBS, get(jobs_list))
         .route(routes::JOB, get(job))
         .route(routes::AUDIT, get(audit))
+        .route(routes::NODE, get(node_state))
+        .route(routes::DRAIN, post(drain))
+        .route(routes::UNDRAIN, post(undrain))
         .route(routes::SINKS, get(sinks_list))
         .route(routes::PAUSES, get(pauses_list).post(pause))
         .route(routes::RESUME, post(resume_pause))
@@ -457,6 +460,48 @@ async fn replay(
     let job = blocking(move || jobs::start_replay(&st.store, &who, &req, now)).await?;
     s.jobs.spawn(s.store.clone(), s.clock.clone(), job.clone());
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+}
+
+/// The body of a call that takes no parameters: `{}` (or nothing at all
+/// past the braces); any field is refused.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoFields {}
+
+async fn node_state(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let n = blocking(move || node::state(&s.store, &who)).await?;
+    Ok(Json(n).into_response())
+}
+
+async fn drain(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(_): ApiBody<NoFields>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let n = blocking(move || node::drain(&s.store, &who, now)).await?;
+    tracing::warn!(
+        owed = n.owed,
+        "the node drains: /healthz answers 503 draining"
+    );
+    Ok(Json(n).into_response())
+}
+
+async fn undrain(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(_): ApiBody<NoFields>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let n = blocking(move || node::undrain(&s.store, &who, now)).await?;
+    tracing::warn!("the node no longer drains");
+    Ok(Json(n).into_response())
 }
 
 async fn sinks_list(

@@ -5,7 +5,8 @@
 //! brings the store back ([`recover_loop`]):
 //! - `GET /healthz` (readiness, what a load balancer checks): `200` while
 //!   the store takes writes, `503` with the fault while it does not, so a
-//!   balancer takes the node out for as long as it could only refuse hooks.
+//!   balancer takes the node out for as long as it could only refuse hooks,
+//!   and `503 draining` while an operator drains the node.
 //! - `GET /livez` (liveness): `200` while the process serves HTTP at all;
 //!   a store fault is not a reason to restart the process.
 //!
@@ -43,7 +44,26 @@ pub const REOPEN_WAIT: Duration = Duration::from_secs(5);
 /// `GET /healthz`.
 pub fn readiness(store: &Store) -> Response {
     match store.write_fault() {
-        None => Json(json!({"status": "ok"})).into_response(),
+        None => match ankusa_store::node::drain(store) {
+            Ok(None) => Json(json!({"status": "ok"})).into_response(),
+            // A balancer stops sending; what arrives is still accepted.
+            Ok(Some(d)) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({
+                    "status": "draining",
+                    "reason": "draining",
+                    "message": "the node drains: it delivers what it holds and takes no new work from its balancer; `ankusa node undrain` ends it",
+                    "since": d.since,
+                    "by": d.by,
+                })),
+            )
+                .into_response(),
+            Err(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "unavailable", "reason": "store_error", "message": e.to_string()})),
+            )
+                .into_response(),
+        },
         Some(f) => (
             StatusCode::SERVICE_UNAVAILABLE,
             [("retry-after", "5")],

@@ -42,6 +42,8 @@ pub mod meta {
     pub const NEXT_ORD: &[u8] = b"m:next_ord";
     pub const NEXT_SEQ: &[u8] = b"m:next_seq";
     pub const MIGRATING_3: &[u8] = b"m:migrating:3";
+    /// Present while the node drains ([`crate::node`]).
+    pub const DRAIN: &[u8] = b"m:drain";
     /// Put and deleted in one batch by [`crate::Store::probe_write`]: never
     /// stored.
     pub const PROBE: &[u8] = b"m:probe";

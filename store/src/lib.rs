@@ -16,6 +16,7 @@
 //! - [`tenants`]: ordinals, the writer's allocator, tenant pages.
 //! - [`queries`]: bounded reads (counters, active index, DLQ pages, gauges).
 //! - [`dedupe`]: idempotency-key expiry sweep.
+//! - [`node`]: the node's drain flag.
 //! - [`pauses`]: paused tenants and sinks; parked rows.
 //! - [`sinks`]: the sink catalog the daemon writes at boot.
 //! - [`quarantine`]: rows that do not decode, moved aside with their counts.
@@ -44,6 +45,7 @@ pub mod jobs;
 pub mod keys;
 pub mod lock;
 pub mod migrate;
+pub mod node;
 pub mod pauses;
 pub mod quarantine;
 pub mod queries;

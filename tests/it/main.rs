@@ -16,6 +16,7 @@ mod daemon_crash;
 mod daemon_dispatch;
 mod daemon_ingest;
 mod demo;
+mod drain;
 mod hostile;
 mod layers;
 mod pause;

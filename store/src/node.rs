@@ -1,0 +1,90 @@
+//! The node's own state in its store: whether it is draining.
+//!
+//! A draining node fails its readiness check, so a load balancer stops
+//! sending to it, and goes on delivering what it holds. The flag is a meta
+//! row (`m:drain`), so a restart keeps draining until an operator undrains.
+//!
+//! Value (version 1): `1:u8 since:u64 by:str16`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::Batch;
+use crate::codec::{put_str16, Reader};
+use crate::error::{DecodeError, Result};
+use crate::keys::meta;
+use crate::schema::Family;
+use crate::store::Store;
+
+const V1: u8 = 1;
+
+/// A drain in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drain {
+    /// Since when (ms).
+    pub since: u64,
+    /// Who asked (the audit's principal name).
+    pub by: String,
+}
+
+impl Drain {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = vec![V1];
+        v.extend_from_slice(&self.since.to_be_bytes());
+        put_str16(&mut v, &self.by);
+        v
+    }
+
+    fn decode(b: &[u8]) -> std::result::Result<Drain, DecodeError> {
+        let mut r = Reader::new(b, "drain value");
+        r.expect_u8(V1)?;
+        let since = r.u64()?;
+        let by = r.str16()?;
+        r.finish()?;
+        Ok(Drain { since, by })
+    }
+}
+
+/// The drain in force, if any (one point read).
+pub fn drain(store: &Store) -> Result<Option<Drain>> {
+    match store.get(Family::Meta, meta::DRAIN)? {
+        Some(v) => Ok(Some(Drain::decode(&v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Puts the node in drain (in `b`).
+pub fn set_drain(b: &mut Batch, d: &Drain) {
+    b.put(Family::Meta, meta::DRAIN.to_vec(), d.encode());
+}
+
+/// Ends a drain (in `b`).
+pub fn clear_drain(b: &mut Batch) {
+    b.delete(Family::Meta, meta::DRAIN.to_vec());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drain_is_stored_read_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        assert_eq!(drain(&store).unwrap(), None);
+        let d = Drain {
+            since: 5,
+            by: "me".into(),
+        };
+        let mut b = Batch::new();
+        set_drain(&mut b, &d);
+        store.commit(b, true).unwrap();
+        assert_eq!(drain(&store).unwrap(), Some(d.clone()));
+        let mut bad = d.encode();
+        bad.push(0);
+        assert!(Drain::decode(&bad).is_err());
+        let mut b = Batch::new();
+        clear_drain(&mut b);
+        store.commit(b, true).unwrap();
+        assert_eq!(drain(&store).unwrap(), None);
+    }
+}
