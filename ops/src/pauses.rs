@@ -32,7 +32,9 @@ static PAUSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn hold() -> std::sync::MutexGuard<'static, ()> {
     // A panic mid-check left no partial write (each write is one batch).
-    PAUSES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    PAUSES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Splits `source/sink` and resolves the sink (a name or a position)

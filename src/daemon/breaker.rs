@@ -284,7 +284,11 @@ impl Breaker {
 
     /// The task's step: the sink's pause in the store now (its origin and
     /// time), and what to do about it.
-    pub fn step(&mut self, now: u64, pause: Option<(Origin, u64)>) -> (Option<Action>, Option<Transition>) {
+    pub fn step(
+        &mut self,
+        now: u64,
+        pause: Option<(Origin, u64)>,
+    ) -> (Option<Action>, Option<Transition>) {
         match (self.state, pause) {
             (State::Closed, Some((Origin::Breaker, at))) => {
                 // A breaker pause the breaker does not know: the last run's.
@@ -304,7 +308,10 @@ impl Breaker {
                 None,
                 Some(self.reset("an operator resumed the sink; breaker reset".into())),
             ),
-            (State::Open { .. } | State::HalfOpen { .. } | State::Closing, Some((Origin::Operator, _))) => (
+            (
+                State::Open { .. } | State::HalfOpen { .. } | State::Closing,
+                Some((Origin::Operator, _)),
+            ) => (
                 None,
                 Some(self.reset(
                     "an operator paused the sink; the breaker leaves the pause to them".into(),
@@ -323,30 +330,32 @@ impl Breaker {
             (State::Open { .. } | State::HalfOpen { .. }, Some((Origin::Breaker, _))) => {
                 (None, None)
             }
-            (State::Closing, None) => (
-                None,
-                Some(self.reset("the pause is gone; closed".into())),
-            ),
+            (State::Closing, None) => (None, Some(self.reset("the pause is gone; closed".into()))),
             (State::Closing, Some((Origin::Breaker, _))) => (Some(Action::Lift), None),
         }
     }
 
     /// The pause write for a trip is done: `origin` is who holds the pause
-    /// in force now (an operator's pause stays theirs).
-    pub fn paused(&mut self, now: u64, origin: Origin) -> Option<Transition> {
+    /// in force now (an operator's pause stays theirs), `at` its time. The
+    /// breaker counts itself open from the pause's time, which is what a
+    /// restart rebuilds it from.
+    pub fn paused(&mut self, at: u64, origin: Origin) -> Option<Transition> {
         if self.state != State::Tripping {
             return None;
         }
         match origin {
             Origin::Breaker => {
-                let probe_at = now.saturating_add(self.backoff);
+                self.opened_at = Some(at);
+                let probe_at = at.saturating_add(self.backoff);
                 self.state = State::Open { probe_at };
                 None
             }
-            Origin::Operator => Some(self.reset(
-                "an operator had paused the sink already; the breaker leaves the pause to them"
-                    .into(),
-            )),
+            Origin::Operator => Some(
+                self.reset(
+                    "an operator had paused the sink already; the breaker leaves the pause to them"
+                        .into(),
+                ),
+            ),
         }
     }
 
@@ -362,7 +371,11 @@ impl Breaker {
 
     /// The dispatcher claimed row `seq` as the probe.
     pub fn probing(&mut self, seq: u64) {
-        if let State::HalfOpen { probe: None, search_at } = self.state {
+        if let State::HalfOpen {
+            probe: None,
+            search_at,
+        } = self.state
+        {
             self.state = State::HalfOpen {
                 probe: Some(seq),
                 search_at,
@@ -485,7 +498,15 @@ impl Breakers {
     /// What the dispatcher's probe search came to: the cursor where it
     /// stopped, and the row it claimed (`None`: nothing found yet; `done`:
     /// the walk found none at all).
-    pub fn searched(&self, source: &str, sink: u16, cursor: UnparkCursor, claimed: Option<u64>, done: bool, now: u64) {
+    pub fn searched(
+        &self,
+        source: &str,
+        sink: u16,
+        cursor: UnparkCursor,
+        claimed: Option<u64>,
+        done: bool,
+        now: u64,
+    ) {
         self.with(source, sink, |b| {
             b.search = cursor;
             match claimed {
@@ -543,7 +564,7 @@ impl Breakers {
                             if origin == Origin::Breaker {
                                 tracing::warn!(source = %src, sink = i, "circuit breaker: sink paused; its rows park");
                             }
-                            if let Some(t) = lock().paused(now, origin) {
+                            if let Some(t) = lock().paused(p.pause.pause.at, origin) {
                                 Self::log(src, *i, &t);
                             }
                         }
@@ -553,7 +574,13 @@ impl Breakers {
                     }
                 }
                 Some(Action::Lift) => {
-                    let why = match ankusa_ops::pauses::lift_own(store, &who, scope, Origin::Breaker, now) {
+                    let why = match ankusa_ops::pauses::lift_own(
+                        store,
+                        &who,
+                        scope,
+                        Origin::Breaker,
+                        now,
+                    ) {
                         Ok(r) => {
                             jobs.extend(r.job);
                             "the probe succeeded; sink resumed, its parked rows unpark"
@@ -700,19 +727,33 @@ mod tests {
         let mut b = Breaker::new(policy());
         assert!(b.record(T0, 1, Outcome::Failed).is_none());
         assert!(b.record(T0, 2, Outcome::Failed).is_none());
-        assert!(b.record(T0, 3, Outcome::Answered).is_none(), "a success resets the streak");
+        assert!(
+            b.record(T0, 3, Outcome::Answered).is_none(),
+            "a success resets the streak"
+        );
         assert!(b.record(T0, 4, Outcome::Failed).is_none());
         assert!(b.record(T0, 5, Outcome::Failed).is_none());
         let t = b.record(T0 + 7, 6, Outcome::Failed).unwrap();
         assert_eq!((t.from, t.to), (BreakerState::Closed, BreakerState::Open));
         assert!(t.why.contains("3 consecutive failures"), "{}", t.why);
         let v = b.view();
-        assert_eq!((v.trips, v.opened_at, v.backoff_ms), (1, Some(T0 + 7), 1_000));
+        assert_eq!(
+            (v.trips, v.opened_at, v.backoff_ms),
+            (1, Some(T0 + 7), 1_000)
+        );
         // Until the pause is written it asks for it, whatever the store says.
         assert_eq!(b.step(T0 + 8, None), (Some(Action::Pause), None));
-        assert!(b.record(T0 + 9, 7, Outcome::Failed).is_none(), "stragglers decide nothing");
+        assert!(
+            b.record(T0 + 9, 7, Outcome::Failed).is_none(),
+            "stragglers decide nothing"
+        );
         assert_eq!(b.paused(T0 + 10, Origin::Breaker), None);
-        assert_eq!(b.view().next_probe_at, Some(T0 + 1_010));
+        let v = b.view();
+        assert_eq!(
+            (v.opened_at, v.next_probe_at),
+            (Some(T0 + 10), Some(T0 + 1_010)),
+            "open from the pause's time, as a restart rebuilds it"
+        );
     }
 
     #[test]
@@ -762,7 +803,10 @@ mod tests {
             assert!(b.wants_probe(now));
             b.probing(probe);
             assert!(!b.wants_probe(now), "exactly one probe");
-            assert!(b.record(now, probe + 1000, Outcome::Failed).is_none(), "only the probe decides");
+            assert!(
+                b.record(now, probe + 1000, Outcome::Failed).is_none(),
+                "only the probe decides"
+            );
             let t = b.record(now + 5, probe, Outcome::Failed).unwrap();
             assert_eq!((t.from, t.to), (BreakerState::HalfOpen, BreakerState::Open));
             backoffs.push(b.view().backoff_ms);
@@ -782,7 +826,10 @@ mod tests {
         assert_eq!((t.from, t.to), (BreakerState::Open, BreakerState::Closed));
         assert_eq!(b.step(now, None), (None, None));
         let v = b.view();
-        assert_eq!((v.state, v.opened_at, v.backoff_ms), (BreakerState::Closed, None, 1_000));
+        assert_eq!(
+            (v.state, v.opened_at, v.backoff_ms),
+            (BreakerState::Closed, None, 1_000)
+        );
         // And counts from nothing: two failures do not trip it.
         b.record(now, 1, Outcome::Failed);
         assert!(b.record(now, 2, Outcome::Failed).is_none());
@@ -799,9 +846,15 @@ mod tests {
         assert!(b.wants_probe(T0 + 1_000 + SEARCH_AGAIN_MS));
         b.probing(9);
         b.settled(8);
-        assert!(!b.wants_probe(T0 + 5_000), "another row settling changes nothing");
+        assert!(
+            !b.wants_probe(T0 + 5_000),
+            "another row settling changes nothing"
+        );
         b.settled(9);
-        assert!(b.wants_probe(T0 + 5_000), "the probe's hook was gone: another probe");
+        assert!(
+            b.wants_probe(T0 + 5_000),
+            "the probe's hook was gone: another probe"
+        );
     }
 
     #[test]
@@ -812,7 +865,10 @@ mod tests {
         for s in 0..3 {
             b.record(T0, s, Outcome::Failed);
         }
-        assert_eq!(b.step(T0, Some((Origin::Operator, T0 - 5))), (Some(Action::Pause), None));
+        assert_eq!(
+            b.step(T0, Some((Origin::Operator, T0 - 5))),
+            (Some(Action::Pause), None)
+        );
         let t = b.paused(T0, Origin::Operator).unwrap();
         assert_eq!(t.to, BreakerState::Closed);
         for now in [T0 + 1_000, T0 + 100_000] {
@@ -840,9 +896,15 @@ mod tests {
         let t = t.unwrap();
         assert_eq!((a, t.to), (None, BreakerState::Closed));
         assert!(t.why.contains("operator resumed"), "{}", t.why);
-        assert!(b.record(T0 + 1_200, 1, Outcome::Failed).is_none(), "the old probe is a plain attempt now");
+        assert!(
+            b.record(T0 + 1_200, 1, Outcome::Failed).is_none(),
+            "the old probe is a plain attempt now"
+        );
         assert!(b.record(T0 + 1_200, 2, Outcome::Failed).is_none());
-        assert!(b.record(T0 + 1_200, 3, Outcome::Failed).is_some(), "counting again from nothing");
+        assert!(
+            b.record(T0 + 1_200, 3, Outcome::Failed).is_some(),
+            "counting again from nothing"
+        );
         assert_eq!(b.view().trips, 2);
     }
 
@@ -853,7 +915,10 @@ mod tests {
         let (a, t) = b.step(T0, Some((Origin::Breaker, T0 - 400)));
         assert_eq!((a, t.unwrap().to), (None, BreakerState::Open));
         let v = b.view();
-        assert_eq!((v.opened_at, v.next_probe_at, v.trips), (Some(T0 - 400), Some(T0 + 600), 0));
+        assert_eq!(
+            (v.opened_at, v.next_probe_at, v.trips),
+            (Some(T0 - 400), Some(T0 + 600), 0)
+        );
         // Paused long ago: the probe may go at once.
         let mut b = Breaker::new(policy());
         b.step(T0, Some((Origin::Breaker, T0 - 3_600_000)));

@@ -47,8 +47,8 @@ use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, Kind, Store, StoreError};
 use tokio::sync::{watch, Notify};
 
-pub use super::config::DispatchSettings;
 use super::breaker;
+pub use super::config::DispatchSettings;
 use super::delivery::{Deliverer, Ended};
 use super::metrics::Metrics;
 use super::{Settings, SharedClock};
@@ -562,8 +562,7 @@ impl Dispatcher {
         };
         let probes = self.find_probes(now, &paused);
         let mut out = Vec::with_capacity(plan.rows() + probes.len());
-        if plan.rows() > 0 || !plan.bad.is_empty() || !plan.park.is_empty() || !probes.is_empty()
-        {
+        if plan.rows() > 0 || !plan.bad.is_empty() || !plan.park.is_empty() || !probes.is_empty() {
             let mut b = Batch::new();
             for r in &plan.park {
                 transitions::park(&mut b, r);
@@ -653,17 +652,13 @@ impl Dispatcher {
         }
         let mut out = Vec::new();
         for (src, sink, mut cursor) in breakers.probes_wanted(now) {
-            let found = transitions::find_parked(
-                &self.store,
-                &mut cursor,
-                breaker::SEARCH_VISIT,
-                |r| {
+            let found =
+                transitions::find_parked(&self.store, &mut cursor, breaker::SEARCH_VISIT, |r| {
                     Ok(r.sink == sink
                         && !paused.tenant(r.ord)
                         && !paused.tenant_sink(r.ord, &src, sink)
                         && queries::hook_source(&self.store, r.seq)?.is_some_and(|s| s == src))
-                },
-            );
+                });
             match found {
                 Ok(f) => match f.row {
                     Some(row) => out.push((src, sink, cursor, row)),

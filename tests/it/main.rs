@@ -5,6 +5,7 @@
 
 mod admin_api;
 mod audit_parity;
+mod breaker;
 mod cli_migrate;
 mod cli_mistakes;
 mod cli_store;

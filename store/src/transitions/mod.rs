@@ -559,7 +559,12 @@ pub fn find_parked(
             return Ok(out);
         }
         match ord.checked_add(1) {
-            Some(n) => *cursor = UnparkCursor { ord: n, after: None },
+            Some(n) => {
+                *cursor = UnparkCursor {
+                    ord: n,
+                    after: None,
+                }
+            }
             None => break,
         }
         if seen >= visit {

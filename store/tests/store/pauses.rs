@@ -218,7 +218,9 @@ fn a_parked_row_search_is_bounded_and_goes_on_from_its_cursor() {
     let before = queries::node_counters(&store).unwrap();
     let b = ankusa_store::tenants::ord_of(&store, "b").unwrap().unwrap();
     // Only b's last hook, sink 1, is wanted: 40 parked rows, 3 read a call.
-    let want = |r: &DueRow| r.ord == b && r.sink == 1 && r.seq == rows.iter().map(|r| r.seq).max().unwrap();
+    let want = |r: &DueRow| {
+        r.ord == b && r.sink == 1 && r.seq == rows.iter().map(|r| r.seq).max().unwrap()
+    };
     let mut cursor = UnparkCursor::default();
     let mut calls = 0;
     let found = loop {
@@ -232,7 +234,10 @@ fn a_parked_row_search_is_bounded_and_goes_on_from_its_cursor() {
         assert!(calls < 100, "the search must advance");
     };
     assert!(want(&found) && found.at == PARKED_AT);
-    assert!(calls >= 40 / 3, "each call read at most 3 rows: {calls} calls");
+    assert!(
+        calls >= 40 / 3,
+        "each call read at most 3 rows: {calls} calls"
+    );
     // Nothing more is wanted: the walk ends and starts over.
     let mut ended = false;
     for _ in 0..100 {
