@@ -477,6 +477,46 @@ pub struct SinkHealth {
     /// Tenants whose deliveries to it failed last, most recent first (8 at
     /// most).
     pub failing_tenants: Vec<String>,
+    /// The sink's circuit breaker, when it has one configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerView>,
+}
+
+/// Where a sink's circuit breaker stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    /// Deliveries flow; failures are being counted.
+    Closed,
+    /// The sink is paused (its rows park) until `next_probe_at`. Also the
+    /// state from a trip until its pause is written, and from a successful
+    /// probe until its pause is lifted.
+    Open,
+    /// One probe delivery (a real row) decides: success closes, failure
+    /// opens again with the backoff doubled.
+    HalfOpen,
+}
+
+/// A sink's circuit breaker (`[sources.sinks.breaker]`), as this daemon
+/// runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerView {
+    pub state: BreakerState,
+    /// When it opened (ms); kept through half-open and re-opens, `None`
+    /// when closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<u64>,
+    /// When the next probe may go (ms), while open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_probe_at: Option<u64>,
+    /// The current backoff (ms): `open_for`, doubled by each failed probe up
+    /// to `open_max`.
+    pub backoff_ms: u64,
+    /// Times this daemon tripped it.
+    pub trips: u64,
+    /// Why it last tripped, e.g. "5 consecutive failures".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `GET /v1/admin/sinks`.

@@ -12,7 +12,13 @@
 //!   scope, the batch that creates the job unparking its rows, so a crash
 //!   after the resume leaves a running job (resumed at the next boot or
 //!   command), never parked rows with no pause and no job.
-//! - Pausing what is already paused changes nothing and says so.
+//! - Pausing what is already paused changes nothing and says so, with one
+//!   exception: an operator pausing a scope the circuit breaker paused
+//!   takes the pause over (origin operator, audited), so the breaker can
+//!   never lift it.
+//! - The breaker lifts only its own pause ([`lift_own`]): the origin check
+//!   and the delete are one step under [`PAUSES`], as are a put's check
+//!   and write, so an operator's takeover cannot fall between them.
 
 use ankusa_store::pauses::{self, Origin, Pause, Scope, SinkRef};
 use ankusa_store::{queries, sinks, transitions, Batch, Store};
@@ -20,6 +26,16 @@ use ankusa_store::{queries, sinks, transitions, Batch, Store};
 use crate::access::Principal;
 use crate::model::{JobSpec, PauseRequest, PauseView, Paused, PausesPage, Resumed};
 use crate::{jobs, OpsError, Result};
+
+/// Serializes each read-decide-write of a pause record in this process.
+static PAUSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hold() -> std::sync::MutexGuard<'static, ()> {
+    // A panic mid-check left no partial write (each write is one batch).
+    PAUSES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Splits `source/sink` and resolves the sink (a name or a position)
 /// against the store's sink catalog.
@@ -114,13 +130,20 @@ pub fn put(
     origin: Origin,
     now: u64,
 ) -> Result<Paused> {
-    if let Some(p) = pauses::get(store, &scope)? {
-        return Ok(Paused {
-            pause: view(p),
-            created: false,
-        });
+    let _pauses = hold();
+    let existing = pauses::get(store, &scope)?;
+    match &existing {
+        // The operator's word outlasts the breaker's.
+        Some(p) if p.origin == Origin::Breaker && origin == Origin::Operator => {}
+        Some(p) => {
+            return Ok(Paused {
+                pause: view(p.clone()),
+                created: false,
+            })
+        }
+        None => {}
     }
-    if pauses::list(store)?.len() >= pauses::MAX_PAUSES {
+    if existing.is_none() && pauses::list(store)?.len() >= pauses::MAX_PAUSES {
         return Err(OpsError::Conflict(format!(
             "{} pauses are in force, the most a node keeps: resume some first",
             pauses::MAX_PAUSES
@@ -158,7 +181,7 @@ pub fn resume(store: &Store, who: &Principal, req: &PauseRequest, now: u64) -> R
     lift(store, who, scope, ord, now)
 }
 
-/// The one way a pause is lifted, by an operator or the circuit breaker.
+/// Lifts a pause whoever put it (an operator's resume).
 pub fn lift(
     store: &Store,
     who: &Principal,
@@ -166,9 +189,40 @@ pub fn lift(
     ord: Option<u32>,
     now: u64,
 ) -> Result<Resumed> {
+    lift_from(store, who, scope, ord, None, now)
+}
+
+/// Lifts a pause only if `origin` put it (the circuit breaker lifting its
+/// own): a pause of another origin is a conflict and stays.
+pub fn lift_own(
+    store: &Store,
+    who: &Principal,
+    scope: Scope,
+    origin: Origin,
+    now: u64,
+) -> Result<Resumed> {
+    lift_from(store, who, scope, None, Some(origin), now)
+}
+
+/// The one way a pause is lifted, by an operator or the circuit breaker.
+fn lift_from(
+    store: &Store,
+    who: &Principal,
+    scope: Scope,
+    ord: Option<u32>,
+    origin: Option<Origin>,
+    now: u64,
+) -> Result<Resumed> {
+    let _pauses = hold();
     let Some(pause) = pauses::get(store, &scope)? else {
         return Err(OpsError::NotFound(format!("{scope} is not paused")));
     };
+    if origin.is_some_and(|o| o != pause.origin) {
+        return Err(OpsError::Conflict(format!(
+            "{scope} was paused by {:?}, not lifted",
+            pause.origin
+        )));
+    }
     let label = scope.to_string();
     if !scope.parks() {
         let mut b = Batch::new();
@@ -231,4 +285,49 @@ pub(crate) fn unpark_chunk(
         record,
     )?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::{Peer, Principal};
+
+    fn breaker() -> Principal {
+        Principal {
+            name: "breaker".into(),
+            os_user: None,
+            tenant: None,
+        }
+    }
+
+    /// An operator's pause is never the breaker's to lift: an operator
+    /// pausing a breaker-paused sink takes the pause over, the breaker's
+    /// own pause never replaces the operator's, and `lift_own` refuses a
+    /// pause of another origin.
+    #[test]
+    fn the_breaker_never_lifts_an_operators_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let op = Principal::local(&Peer::me());
+        let scope = Scope::sink("shop", 0);
+
+        let p = put(&store, &breaker(), scope.clone(), Origin::Breaker, 10).unwrap();
+        assert!(p.created && p.pause.pause.origin == Origin::Breaker);
+        let p = put(&store, &op, scope.clone(), Origin::Operator, 20).unwrap();
+        assert!(p.created, "the operator takes the breaker's pause over");
+        assert_eq!(p.pause.pause.origin, Origin::Operator);
+        let p = put(&store, &breaker(), scope.clone(), Origin::Breaker, 30).unwrap();
+        assert!(!p.created && p.pause.pause.origin == Origin::Operator);
+        let e = lift_own(&store, &breaker(), scope.clone(), Origin::Breaker, 40).unwrap_err();
+        assert!(matches!(e, OpsError::Conflict(_)), "{e}");
+        assert!(pauses::get(&store, &scope).unwrap().is_some());
+
+        // The operator's resume lifts any pause; the breaker lifts its own.
+        let r = lift(&store, &op, scope.clone(), None, 50).unwrap();
+        assert!(r.job.is_some(), "a sink's resume unparks its rows");
+        put(&store, &breaker(), scope.clone(), Origin::Breaker, 60).unwrap();
+        let r = lift_own(&store, &breaker(), scope.clone(), Origin::Breaker, 70).unwrap();
+        assert_eq!(r.pause.pause.by, "breaker");
+        assert!(pauses::get(&store, &scope).unwrap().is_none());
+    }
 }

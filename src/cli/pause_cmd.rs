@@ -152,6 +152,9 @@ pub fn sinks(cmd: SinksCommand) -> Result<ExitCode> {
                         if !h.failing_tenants.is_empty() {
                             println!("tenants    {}", h.failing_tenants.join(", "));
                         }
+                        if let Some(b) = &h.breaker {
+                            println!("breaker    {}", breaker_text(b, now));
+                        }
                     }
                 }
             }
@@ -180,6 +183,41 @@ fn paused_text(v: &SinkView) -> String {
     }
 }
 
+/// A circuit breaker in one line: its state, since when, the next probe
+/// and why it tripped.
+fn breaker_text(b: &ankusa_ops::model::BreakerView, now: u64) -> String {
+    use ankusa_ops::model::BreakerState;
+    let mut out = match b.state {
+        BreakerState::Closed => "closed".to_owned(),
+        BreakerState::Open => "OPEN".to_owned(),
+        BreakerState::HalfOpen => "HALF-OPEN (one probe)".to_owned(),
+    };
+    if let Some(at) = b.opened_at {
+        out.push_str(&format!(" for {}", output::age(now.saturating_sub(at))));
+    }
+    if let Some(at) = b.next_probe_at {
+        out.push_str(&format!(
+            ", next probe in {}",
+            output::age(at.saturating_sub(now))
+        ));
+    }
+    if let Some(r) = &b.reason {
+        out.push_str(&format!(", last tripped: {r}"));
+    }
+    out.push_str(&format!(", {} trip(s)", b.trips));
+    out
+}
+
+fn breaker_cell(h: Option<&ankusa_ops::model::SinkHealth>) -> String {
+    use ankusa_ops::model::BreakerState;
+    match h.and_then(|h| h.breaker.as_ref()).map(|b| b.state) {
+        None => "-".to_owned(),
+        Some(BreakerState::Closed) => "closed".to_owned(),
+        Some(BreakerState::Open) => "OPEN".to_owned(),
+        Some(BreakerState::HalfOpen) => "HALF".to_owned(),
+    }
+}
+
 fn ms(v: Option<u64>) -> String {
     v.map_or("-".to_owned(), |v| format!("{v}ms"))
 }
@@ -203,12 +241,14 @@ fn sinks_table(sinks: &[SinkView]) -> String {
                 h.and_then(|h| h.last_status)
                     .map_or("-".to_owned(), |s| s.to_string()),
                 ms(h.and_then(|h| h.latency_p99_ms)),
+                breaker_cell(h),
             ]
         })
         .collect();
     let mut out = output::table(
         &[
             "sink", "position", "endpoint", "paused", "ok/1m", "fail/1m", "streak", "last", "p99",
+            "breaker",
         ],
         &rows,
     );

@@ -513,7 +513,7 @@ async fn sinks_list(
     let st = s.clone();
     let mut page = blocking(move || reads::sinks(&st.store, &who)).await?;
     for v in &mut page.sinks {
-        v.health = s.metrics.sinks.health(&v.source, v.index, now);
+        v.health = s.metrics.sink_health(&v.source, v.index, now);
     }
     Ok(Json(page).into_response())
 }

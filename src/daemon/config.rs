@@ -454,6 +454,60 @@ pub struct SinkConfig {
     /// The decoded `signing_secret`, filled in by the config check.
     #[serde(skip)]
     pub signing_key: Option<Vec<u8>>,
+    /// `[sources.sinks.breaker]`: the sink's circuit breaker; none (off)
+    /// when absent.
+    pub breaker: Option<BreakerSection>,
+}
+
+/// `[sources.sinks.breaker]`: when the sink is paused automatically, and
+/// for how long. At least one rule (`failures`, or `ratio`) is required.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerSection {
+    /// Consecutive failed attempts that open it.
+    pub failures: Option<Int<1, 1_000_000>>,
+    /// Failed share of the attempts in `window` that opens it, once the
+    /// window holds `min_attempts` attempts.
+    pub ratio: Option<Ratio>,
+    #[serde(default = "default_breaker_window")]
+    pub window: Dur<1_000, 3_600_000>,
+    #[serde(default = "default_breaker_min_attempts")]
+    pub min_attempts: Int<1, 1_000_000>,
+    /// The first pause; each failed probe doubles it.
+    #[serde(default = "default_open_for")]
+    pub open_for: Dur<100, 86_400_000>,
+    /// The longest pause between probes.
+    #[serde(default = "default_open_max")]
+    pub open_max: Dur<100, { 7 * 86_400_000 }>,
+}
+
+/// A share in (0, 1], written as a TOML float.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ratio(pub f64);
+
+impl<'de> Deserialize<'de> for Ratio {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if !(v > 0.0 && v <= 1.0) {
+            return Err(D::Error::custom(format!(
+                "must be a share above 0 and at most 1 (e.g. 0.5), got {v}"
+            )));
+        }
+        Ok(Ratio(v))
+    }
+}
+
+fn default_breaker_window() -> Dur<1_000, 3_600_000> {
+    Dur(Duration::from_secs(60))
+}
+fn default_breaker_min_attempts() -> Int<1, 1_000_000> {
+    Int(20)
+}
+fn default_open_for() -> Dur<100, 86_400_000> {
+    Dur(Duration::from_secs(30))
+}
+fn default_open_max() -> Dur<100, { 7 * 86_400_000 }> {
+    Dur(Duration::from_secs(600))
 }
 
 fn default_tolerance() -> Dur<1_000, 3_600_000> {
@@ -839,6 +893,18 @@ fn check_source(
                 "source `{id}`: sources.sinks[{i}].backoff_max is shorter than backoff_initial"
             ));
         }
+        if let Some(b) = &sink.breaker {
+            if b.failures.is_none() && b.ratio.is_none() {
+                return Err(format!(
+                    "source `{id}`: sources.sinks[{i}].breaker needs a rule: failures (consecutive), ratio (over window), or both"
+                ));
+            }
+            if b.open_max.0 < b.open_for.0 {
+                return Err(format!(
+                    "source `{id}`: sources.sinks[{i}].breaker.open_max is shorter than open_for"
+                ));
+            }
+        }
     }
     Ok(Source {
         id,
@@ -1145,6 +1211,46 @@ url = "http://127.0.0.1:9000/hooks"
             s.sources[0].signing_key.as_deref(),
             Some(&b"0123456789abcdef0123"[..])
         );
+    }
+
+    #[test]
+    fn a_breaker_is_off_unless_configured_and_its_keys_are_checked() {
+        let s = parse(MINIMAL).unwrap();
+        assert!(s.sources[0].sinks[0].breaker.is_none(), "off by default");
+        let with = |b: &str| {
+            parse(&format!("{MINIMAL}[sources.sinks.breaker]\n{b}"))
+                .map(|s| s.sources[0].sinks[0].breaker.clone())
+        };
+        let b = with("failures = 5\n").unwrap().unwrap();
+        assert_eq!(b.failures, Some(Int(5)));
+        assert!(b.ratio.is_none());
+        assert_eq!(
+            (b.window.0, b.min_attempts.0, b.open_for.0, b.open_max.0),
+            (
+                Duration::from_secs(60),
+                20,
+                Duration::from_secs(30),
+                Duration::from_secs(600)
+            )
+        );
+        let b = with("ratio = 0.5\nwindow = \"30s\"\nmin_attempts = 10\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(b.ratio, Some(Ratio(0.5)));
+        for (bad, says) in [
+            ("open_for = \"1m\"\n", "needs a rule"),
+            ("failures = 0\n", "between 1 and"),
+            ("ratio = 1.5\n", "at most 1"),
+            ("ratio = 0.0\n", "above 0"),
+            (
+                "failures = 3\nopen_for = \"5m\"\nopen_max = \"1m\"\n",
+                "shorter than open_for",
+            ),
+            ("failures = 3\nfailurs = 2\n", "unknown field"),
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

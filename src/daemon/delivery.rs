@@ -254,6 +254,18 @@ impl Deliverer {
                             (*status, false, Some(error.as_str()))
                         }
                     };
+                    self.metrics.breakers.record(
+                        &env.source_id,
+                        row.sink,
+                        row.seq,
+                        match verdict {
+                            Verdict::Retry { .. } => super::breaker::Outcome::Failed,
+                            Verdict::Delivered { .. } | Verdict::Permanent { .. } => {
+                                super::breaker::Outcome::Answered
+                            }
+                        },
+                        self.clock.now_ms(),
+                    );
                     self.metrics.sinks.ended(
                         &env.source_id,
                         row.sink,
@@ -442,6 +454,7 @@ mod tests {
             retry_4xx: false,
             signing_secret: None,
             signing_key: None,
+            breaker: None,
         }
     }
 

@@ -17,6 +17,10 @@
 //! 6. each claimed row is delivered on its own task, bounded by the global
 //!    `max_inflight`, the per-tenant cap and a per-sink semaphore.
 //!
+//! A half-open circuit breaker ([`super::breaker`]) gets one parked row of
+//! its sink claimed in step 4's commit, its probe: the dispatcher stays the
+//! only claimer, and the probe counts inflight like any row.
+//!
 //! Invariants:
 //! - The dispatcher is the only task that claims rows and the only one that
 //!   deletes active markers. Rows it claimed are counted in [`Inflight`]
@@ -39,9 +43,11 @@ use std::time::{Duration, Instant};
 use ankusa_fairness::{Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
 use ankusa_store::pauses::Paused;
 use ankusa_store::quarantine::Undecodable;
+use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, Kind, Store, StoreError};
 use tokio::sync::{watch, Notify};
 
+use super::breaker;
 pub use super::config::DispatchSettings;
 use super::delivery::{Deliverer, Ended};
 use super::metrics::Metrics;
@@ -574,17 +580,21 @@ impl Dispatcher {
                 &paused,
             )?
         };
-        let mut out = Vec::with_capacity(plan.rows());
-        if plan.rows() > 0 || !plan.bad.is_empty() || !plan.park.is_empty() {
+        let probes = self.find_probes(now, &paused);
+        let mut out = Vec::with_capacity(plan.rows() + probes.len());
+        if plan.rows() > 0 || !plan.bad.is_empty() || !plan.park.is_empty() || !probes.is_empty() {
             let mut b = Batch::new();
             for r in &plan.park {
                 transitions::park(&mut b, r);
             }
-            let mut claimed = Vec::with_capacity(plan.rows());
+            let mut claimed = Vec::with_capacity(plan.rows() + probes.len());
             for rows in &plan.claims {
                 for r in rows {
                     claimed.push(transitions::claim(&mut b, r));
                 }
+            }
+            for p in &probes {
+                claimed.push(transitions::claim(&mut b, &p.3));
             }
             // Under the same row lock and in the same commit as the claim.
             for u in &plan.bad {
@@ -604,6 +614,11 @@ impl Dispatcher {
                 .dispatch
                 .parked
                 .fetch_add(plan.park.len() as u64, Ordering::Relaxed);
+            for (src, sink, cursor, row) in &probes {
+                self.metrics
+                    .breakers
+                    .searched(src, *sink, *cursor, Some(row.seq), false, now);
+            }
             for r in claimed {
                 self.inflight.add(&r);
                 self.metrics
@@ -644,6 +659,37 @@ impl Dispatcher {
             }
         }
         Ok((plan.visited, out))
+    }
+
+    /// One parked row for each half-open breaker: a row of its sink that
+    /// no other pause holds (a paused tenant, or the tenant's own pause of
+    /// the sink), read at most [`breaker::SEARCH_VISIT`] rows a sink.
+    /// Claimed in the tick's commit, under the row lock, like any row.
+    fn find_probes(&self, now: u64, paused: &Paused) -> Vec<(String, u16, UnparkCursor, DueRow)> {
+        let breakers = &self.metrics.breakers;
+        if breakers.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (src, sink, mut cursor) in breakers.probes_wanted(now) {
+            let found =
+                transitions::find_parked(&self.store, &mut cursor, breaker::SEARCH_VISIT, |r| {
+                    Ok(r.sink == sink
+                        && !paused.tenant(r.ord)
+                        && !paused.tenant_sink(r.ord, &src, sink)
+                        && queries::hook_source(&self.store, r.seq)?.is_some_and(|s| s == src))
+                });
+            match found {
+                Ok(f) => match f.row {
+                    Some(row) => out.push((src, sink, cursor, row)),
+                    None => breakers.searched(&src, sink, cursor, None, f.done, now),
+                },
+                Err(e) => {
+                    tracing::warn!(source = %src, sink, error = %e, "cannot look for a probe row; next tick")
+                }
+            }
+        }
+        out
     }
 
     fn note_pauses(&self, p: &Paused) {
@@ -693,6 +739,7 @@ impl Dispatcher {
             // the count is what makes the next tick return the row to due,
             // and a held row would be skipped.
             self.inflight.done(&row);
+            self.metrics.breakers.settled(row.seq, row.sink);
             // The freed slot is offered to the scheduler now, not at the
             // next periodic tick.
             self.freed.notify_one();

@@ -108,6 +108,8 @@ pub struct Metrics {
     pub sinks: super::sink_health::SinkBoard,
     /// The archiver's counters.
     pub archive: ArchiveMetrics,
+    /// The sinks' circuit breakers ([`super::breaker`]).
+    pub breakers: super::breaker::Breakers,
 }
 
 impl Metrics {
@@ -125,12 +127,30 @@ impl Metrics {
     }
 
     /// Prometheus text exposition (version 0.0.4).
-    /// Metrics with a health board for the configured sinks.
-    pub fn with_sinks(sinks: super::sink_health::SinkBoard) -> Metrics {
+    /// Metrics with a health board and the breakers of the configured
+    /// sinks.
+    pub fn with_sinks(
+        sinks: super::sink_health::SinkBoard,
+        breakers: super::breaker::Breakers,
+    ) -> Metrics {
         Metrics {
             sinks,
+            breakers,
             ..Metrics::default()
         }
+    }
+
+    /// A sink's health as the sinks screen shows it: its deliveries and
+    /// its breaker. `None` for a sink this daemon does not know.
+    pub fn sink_health(
+        &self,
+        source: &str,
+        sink: u16,
+        now_ms: u64,
+    ) -> Option<ankusa_ops::model::SinkHealth> {
+        let mut h = self.sinks.health(source, sink, now_ms)?;
+        h.breaker = self.breakers.view(source, sink);
+        Some(h)
     }
 
     pub fn render(&self) -> String {
@@ -262,6 +282,7 @@ impl Metrics {
         );
         self.dispatch.render(&mut out);
         self.sinks.render(&mut out);
+        self.breakers.render(&mut out);
         self.archive.render(&mut out);
         out
     }

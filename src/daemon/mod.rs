@@ -27,6 +27,9 @@
 //!   after the writer has stopped it gives deliveries in flight
 //!   `dispatch.drain_timeout` to finish; rows still inflight then are
 //!   returned to due by the next boot.
+//! - The circuit breaker task ([`breaker`]) runs when a sink configures a
+//!   breaker, from the start to the signal; its pauses are store pauses,
+//!   so a restart keeps them and the next run probes after their backoff.
 //! - The archiver ([`archive`]) starts beside dispatch when
 //!   `archive.enabled` and stops with the signal; an unsettled obligation
 //!   is simply picked up by the next boot.
@@ -41,6 +44,7 @@
 pub mod admin;
 pub mod archive;
 pub mod batch;
+pub mod breaker;
 pub mod clock;
 pub mod config;
 pub mod delivery;
@@ -152,12 +156,15 @@ impl Daemon {
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
             .wrap_err("cannot recover inflight rows at boot")?;
-        let metrics = Arc::new(Metrics::with_sinks(sink_health::SinkBoard::new(
-            settings
-                .sources
-                .iter()
-                .map(|s| (s.id.as_str(), s.sinks.len())),
-        )));
+        let metrics = Arc::new(Metrics::with_sinks(
+            sink_health::SinkBoard::new(
+                settings
+                    .sources
+                    .iter()
+                    .map(|s| (s.id.as_str(), s.sinks.len())),
+            ),
+            breaker::Breakers::new(&settings.sources),
+        ));
         metrics
             .recovered_inflight
             .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);
@@ -182,6 +189,15 @@ impl Daemon {
         let catalog: Vec<_> = settings.sources.iter().flat_map(|s| s.catalog()).collect();
         ankusa_store::sinks::replace(&store, &catalog)
             .wrap_err("cannot record the sink catalog in the store")?;
+        for scope in breaker::orphans(&store, &metrics.breakers)
+            .wrap_err("cannot read the pauses at boot")?
+        {
+            tracing::warn!(
+                %scope,
+                "a circuit breaker paused this sink, which has no breaker configured now: \
+                 nothing will probe or resume it; resume it with `ankusa sinks resume`"
+            );
+        }
         let (writer, handle) = Writer::new(
             store.clone(),
             clock.clone(),
@@ -268,12 +284,13 @@ impl Daemon {
         let addr: SocketAddr = listener
             .local_addr()
             .wrap_err("cannot read the bound address")?;
+        let jobs = Arc::new(admin::JobRunner::default());
         let admin_state = Arc::new(admin::AdminState {
             store: store.clone(),
             settings: settings.admin.clone(),
             clock: clock_for_archive.clone(),
             metrics: metrics.clone(),
-            jobs: Arc::new(admin::JobRunner::default()),
+            jobs: jobs.clone(),
             started: std::time::Instant::now(),
         });
         let admin_socket =
@@ -315,6 +332,13 @@ impl Daemon {
             stop_rx.clone(),
         ));
         let dispatch = dispatcher.map(|d| d.start(stop_rx.clone()));
+        let breakers = breaker::start(
+            store.clone(),
+            clock_for_archive.clone(),
+            metrics.clone(),
+            jobs.clone(),
+            stop_rx.clone(),
+        );
         let archiver = settings.archive.enabled.then(|| {
             let a = archive::Archiver::new(
                 store.clone(),
@@ -397,6 +421,9 @@ impl Daemon {
         }
         if let Some(a) = archiver {
             a.shutdown().await;
+        }
+        if let Some(b) = breakers {
+            let _ = b.await;
         }
         for srv in admin_servers {
             if tokio::time::timeout(admin::SHUTDOWN_GRACE, srv)

@@ -336,6 +336,19 @@ impl Paused {
         self.sinks.contains(&s) || self.tenant_sinks.contains(&(ord, s))
     }
 
+    /// Whether the tenant's own pause of `sink` of `source` holds its rows
+    /// (not a node-wide pause of the sink).
+    pub fn tenant_sink(&self, ord: u32, source: &str, sink: u16) -> bool {
+        self.positions.contains(&sink)
+            && self.tenant_sinks.contains(&(
+                ord,
+                SinkRef {
+                    source: source.to_owned(),
+                    sink,
+                },
+            ))
+    }
+
     /// Number of pauses that apply.
     pub fn len(&self) -> usize {
         self.tenants.len() + self.sinks.len() + self.tenant_sinks.len()

@@ -6,6 +6,7 @@
 mod admin_api;
 mod audit_parity;
 mod batch;
+mod breaker;
 mod cli_migrate;
 mod cli_mistakes;
 mod cli_store;

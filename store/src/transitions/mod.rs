@@ -489,6 +489,95 @@ pub fn unpark_chunk(
     Ok(out)
 }
 
+/// What a bounded search of the parked rows found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParkedFind {
+    /// The first parked row `pick` accepted.
+    pub row: Option<DueRow>,
+    /// Whether the search passed the last parked row (the cursor is back at
+    /// the start).
+    pub done: bool,
+}
+
+/// Looks for one parked row that `pick(row)` accepts, from `cursor`, reading
+/// at most `visit` rows; the cursor moves past what was read so the next
+/// search goes on from there. Read only: the caller claims the row (a
+/// parked row is a due row, so [`claim`] takes it; its parked-second marker
+/// stays until an unpark walk finds the tenant has no parked row left).
+/// `pick` errors stop the search.
+pub fn find_parked(
+    store: &Store,
+    cursor: &mut UnparkCursor,
+    visit: usize,
+    mut pick: impl FnMut(&DueRow) -> Result<bool>,
+) -> Result<ParkedFind> {
+    let mut out = ParkedFind::default();
+    let mut seen = 0usize;
+    let ords = parked_tenants(store, cursor.ord, visit.max(1))?;
+    for ord in ords {
+        if ord != cursor.ord {
+            *cursor = UnparkCursor { ord, after: None };
+        }
+        let lo = match cursor.after {
+            Some((seq, sink)) => {
+                let mut k = bounds::tenant_full(prefix::DUE, ord, PARKED_AT, seq, sink);
+                k.push(0);
+                k
+            }
+            None => bounds::tenant_at(prefix::DUE, ord, PARKED_AT),
+        };
+        let (_, hi) = bounds::tenant(prefix::DUE, ord);
+        let mut err = None;
+        let mut full = false;
+        store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
+            if seen >= visit {
+                full = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            seen += 1;
+            // An undecodable row is `store check`'s to name; skip it.
+            let Ok(row) = DueRow::decode(k, v) else {
+                return Ok(ControlFlow::Continue(()));
+            };
+            cursor.after = Some((row.seq, row.sink));
+            match pick(&row) {
+                Ok(true) => {
+                    out.row = Some(row);
+                    Ok(ControlFlow::Break(()))
+                }
+                Ok(false) => Ok(ControlFlow::Continue(())),
+                Err(e) => {
+                    err = Some(e);
+                    Ok(ControlFlow::Break(()))
+                }
+            }
+        })?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if out.row.is_some() || full {
+            return Ok(out);
+        }
+        match ord.checked_add(1) {
+            Some(n) => {
+                *cursor = UnparkCursor {
+                    ord: n,
+                    after: None,
+                }
+            }
+            None => break,
+        }
+        if seen >= visit {
+            return Ok(out);
+        }
+    }
+    if parked_tenants(store, cursor.ord, 1)?.is_empty() || cursor.ord == u32::MAX {
+        *cursor = UnparkCursor::default();
+        out.done = true;
+    }
+    Ok(out)
+}
+
 /// Whether a parked row of `ord` that this chunk did not walk remains
 /// (rows before where the chunk started, which an earlier chunk kept).
 fn parked_left_before(store: &Store, ord: u32, started: &UnparkCursor) -> Result<bool> {

@@ -202,3 +202,58 @@ fn pauses_are_stored_listed_and_resolved_for_the_dispatcher() {
         .unwrap()
         .is_some());
 }
+
+/// The circuit breaker's probe search: bounded reads per call, a cursor
+/// that goes on where the last call stopped, every tenant's parked rows
+/// visited, and `done` once the walk is past the last one.
+#[test]
+fn a_parked_row_search_is_bounded_and_goes_on_from_its_cursor() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 1000).unwrap();
+    let hooks: Vec<(&str, u64, usize, u16, bool)> = (0..20)
+        .map(|i| (["a", "b"][i % 2], 1_000 + i as u64, 10, 2, false))
+        .collect();
+    let rows = ingest(&store, &mut alloc, &hooks);
+    park(&store, &rows);
+    let before = queries::node_counters(&store).unwrap();
+    let b = ankusa_store::tenants::ord_of(&store, "b").unwrap().unwrap();
+    // Only b's last hook, sink 1, is wanted: 40 parked rows, 3 read a call.
+    let want = |r: &DueRow| {
+        r.ord == b && r.sink == 1 && r.seq == rows.iter().map(|r| r.seq).max().unwrap()
+    };
+    let mut cursor = UnparkCursor::default();
+    let mut calls = 0;
+    let found = loop {
+        calls += 1;
+        let f = transitions::find_parked(&store, &mut cursor, 3, |r| Ok(want(r))).unwrap();
+        if let Some(r) = f.row {
+            assert!(!f.done);
+            break r;
+        }
+        assert!(!f.done, "the wanted row is found before the walk ends");
+        assert!(calls < 100, "the search must advance");
+    };
+    assert!(want(&found) && found.at == PARKED_AT);
+    assert!(
+        calls >= 40 / 3,
+        "each call read at most 3 rows: {calls} calls"
+    );
+    // Nothing more is wanted: the walk ends and starts over.
+    let mut ended = false;
+    for _ in 0..100 {
+        let f = transitions::find_parked(&store, &mut cursor, 3, |_| Ok(false)).unwrap();
+        assert!(f.row.is_none());
+        if f.done {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended && cursor == UnparkCursor::default());
+    // A search reads only: the found row is claimed like any due row.
+    assert_eq!(queries::node_counters(&store).unwrap(), before);
+    let mut batch = Batch::new();
+    transitions::claim(&mut batch, &found);
+    store.commit(batch, true).unwrap();
+    assert_eq!(parked(&store, b).len(), 19);
+    assert_consistent(&store);
+}
