@@ -596,15 +596,14 @@ fn run_resume(
         let mut cursor = job.unpark.unwrap_or_default();
         let base = job.clone();
         let mut encode_err = None;
-        let u =
-            crate::pauses::unpark_chunk(store, scope, ord, &mut cursor, now(), |b, u, next| {
-                let mut rec = base;
-                rec.progress.resumed += u.rows;
-                rec.unpark = Some(*next);
-                if let Err(e) = put_job(b, &rec) {
-                    encode_err = Some(e);
-                }
-            })?;
+        let u = crate::unpark::chunk(store, scope, ord, &mut cursor, now(), |b, u, next| {
+            let mut rec = base;
+            rec.progress.resumed += u.rows;
+            rec.unpark = Some(*next);
+            if let Err(e) = put_job(b, &rec) {
+                encode_err = Some(e);
+            }
+        })?;
         if let Some(e) = encode_err {
             return Err(e);
         }

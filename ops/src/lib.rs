@@ -20,6 +20,7 @@
 //! - [`node`]: drain and undrain.
 //! - [`pauses`]: pause and resume of tenants and sinks.
 //! - [`replay`]: dead rows back to due, chunk by chunk.
+//! - `unpark`: a resume job's chunks (parked rows due again).
 //! - [`rowlock`]: the lock every read-then-write of existing rows takes
 //!   (the daemon's dispatcher too).
 //! - [`preview`]: the bounded, redacted view of a hook (the API's and the
@@ -40,6 +41,7 @@ pub mod reads;
 pub mod replay;
 pub mod routes;
 pub mod rowlock;
+mod unpark;
 
 use std::path::{Path, PathBuf};
 

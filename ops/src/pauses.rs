@@ -21,7 +21,7 @@
 //!   and write, so an operator's takeover cannot fall between them.
 
 use ankusa_store::pauses::{self, Origin, Pause, Scope, SinkRef};
-use ankusa_store::{queries, sinks, transitions, Batch, Store};
+use ankusa_store::{sinks, Batch, Store};
 
 use crate::access::Principal;
 use crate::model::{JobSpec, PauseRequest, PauseView, Paused, PausesPage, Resumed};
@@ -245,46 +245,6 @@ fn lift_from(
         pause: view(pause),
         job: Some(job),
     })
-}
-
-/// One chunk of a resume job: unparks the scope's rows that no other pause
-/// still holds, committing `record` (the job's next record) with them.
-pub(crate) fn unpark_chunk(
-    store: &Store,
-    scope: &Scope,
-    ord: Option<u32>,
-    cursor: &mut transitions::UnparkCursor,
-    now: u64,
-    record: impl FnOnce(&mut Batch, &transitions::Unparked, &transitions::UnparkCursor),
-) -> Result<transitions::Unparked> {
-    let Some(sink) = &scope.sink else {
-        return Ok(transitions::Unparked {
-            rows: 0,
-            done: true,
-        });
-    };
-    // A row another pause still holds would only be parked again.
-    let held = ankusa_store::pauses::Paused::load(store)?;
-    let _rows = crate::rowlock::hold();
-    let out = transitions::unpark_chunk(
-        store,
-        ord,
-        cursor,
-        now,
-        |row_ord, seq, row_sink| {
-            if row_sink != sink.sink {
-                return Ok(false);
-            }
-            match queries::hook_source(store, seq)? {
-                // A row whose hook is gone is unparked: the dispatcher
-                // settles it, where a parked one would wait forever.
-                None => Ok(true),
-                Some(src) => Ok(src == sink.source && !held.row(row_ord, &src, row_sink)),
-            }
-        },
-        record,
-    )?;
-    Ok(out)
 }
 
 #[cfg(test)]

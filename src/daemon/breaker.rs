@@ -49,9 +49,8 @@ use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::Store;
 use tokio::sync::{watch, Notify};
 
-use super::admin::JobRunner;
 use super::config::{BreakerSection, Source};
-use super::metrics::Metrics;
+use super::job_runner::JobRunner;
 use super::SharedClock;
 
 /// How often the task looks at the store's pauses when nothing wakes it:
@@ -649,14 +648,16 @@ pub fn principal() -> Principal {
 
 /// Runs the breaker task until `stop`: a pass every [`STEP`], or at once
 /// after a trip or a probe's end. `None` when no sink has a breaker.
-pub fn start(
+/// `board` is whatever holds the node's [`Breakers`] (the metrics do, for
+/// `/metrics`), taken by that one view so this module needs nothing else of it.
+pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
     store: Arc<Store>,
     clock: SharedClock,
-    metrics: Arc<Metrics>,
+    board: Arc<B>,
     jobs: Arc<JobRunner>,
     mut stop: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    if metrics.breakers.is_empty() {
+    if board.as_ref().as_ref().is_empty() {
         return None;
     }
     Some(tokio::spawn(async move {
@@ -665,11 +666,11 @@ pub fn start(
         loop {
             tokio::select! {
                 _ = every.tick() => {}
-                _ = metrics.breakers.wake.notified() => {}
+                _ = (*board).as_ref().wake.notified() => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-            let (s, m, now) = (store.clone(), metrics.clone(), clock.now_ms());
-            match tokio::task::spawn_blocking(move || m.breakers.pass(&s, now)).await {
+            let (s, b, now) = (store.clone(), board.clone(), clock.now_ms());
+            match tokio::task::spawn_blocking(move || (*b).as_ref().pass(&s, now)).await {
                 Ok(started) => {
                     for job in started {
                         jobs.spawn(store.clone(), clock.clone(), job);

@@ -130,6 +130,7 @@ pub struct Config {
 pub struct DispatchSection {
     pub enabled: bool,
     pub tick: Dur<1, 60_000>,
+    pub refill: bool,
     pub max_inflight: Int<1, 100_000>,
     pub per_tenant: Int<1, 100_000>,
     pub per_sink: Int<1, 100_000>,
@@ -147,6 +148,7 @@ impl Default for DispatchSection {
         Self {
             enabled: true,
             tick: Dur(Duration::from_millis(100)),
+            refill: true,
             max_inflight: Int(256),
             per_tenant: Int(32),
             per_sink: Int(64),
@@ -169,6 +171,7 @@ impl DispatchSection {
         DispatchSettings {
             enabled: d.enabled,
             tick: d.tick.0,
+            refill: d.refill,
             max_inflight: to_usize(d.max_inflight.0),
             per_tenant: u32::try_from(d.per_tenant.0).unwrap_or(u32::MAX),
             per_sink: to_usize(d.per_sink.0),
@@ -975,6 +978,8 @@ fn key_at(text: &str, line_no: usize) -> Option<String> {
 pub struct DispatchSettings {
     pub enabled: bool,
     pub tick: Duration,
+    /// A finished delivery starts a tick at once (else only the period does).
+    pub refill: bool,
     /// Deliveries in flight at once, node-wide.
     pub max_inflight: usize,
     /// Deliveries in flight at once per tenant (the scheduler's cap).

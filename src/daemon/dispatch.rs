@@ -489,7 +489,7 @@ impl Dispatcher {
             loop {
                 let refill = tokio::select! {
                     _ = every.tick() => false,
-                    _ = me.freed.notified() => true,
+                    _ = me.freed.notified(), if me.settings.refill => true,
                     _ = stop.wait_for(|s| *s) => break,
                     _ = external.wait_for(|s| *s) => break,
                 };

@@ -27,12 +27,11 @@ use std::time::{Duration, Instant};
 use ankusa_store::{Envelope, HookId};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
@@ -61,30 +60,9 @@ pub struct AppState {
     pub store: Arc<ankusa_store::Store>,
 }
 
-/// The ingest router. `largest_body` is the hard cap on any body.
-pub fn router(state: Arc<AppState>, largest_body: usize, metrics: bool) -> Router {
-    let mut r = Router::new()
-        .route("/v1/sources/{source}/hooks", post(ingest))
-        .route(
-            "/v1/sources/{source}/hooks:batch",
-            post(super::batch::ingest_batch)
-                .layer(DefaultBodyLimit::max(super::batch::MAX_BATCH_BYTES)),
-        )
-        .route("/healthz", get(healthz))
-        .route("/livez", get(livez));
-    if metrics {
-        r = r.route("/metrics", get(render_metrics));
-    }
-    r.fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(largest_body))
-        .layer(middleware::from_fn(request_id))
-        .with_state(state)
-}
-
 /// Gives each request an id, a tracing span carrying it, and the
 /// `x-request-id` response header.
-async fn request_id(req: Request, next: Next) -> Response {
+pub(super) async fn request_id(req: Request, next: Next) -> Response {
     let id = format!("rq_{:016x}", rand::random::<u64>());
     let span =
         tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
@@ -95,19 +73,19 @@ async fn request_id(req: Request, next: Next) -> Response {
     resp
 }
 
-async fn healthz(State(app): State<Arc<AppState>>) -> Response {
+pub(super) async fn healthz(State(app): State<Arc<AppState>>) -> Response {
     super::health::readiness(&app.store)
 }
 
-async fn livez() -> Response {
+pub(super) async fn livez() -> Response {
     super::health::liveness()
 }
 
-async fn render_metrics(State(app): State<Arc<AppState>>) -> Response {
+pub(super) async fn render_metrics(State(app): State<Arc<AppState>>) -> Response {
     super::metrics::respond(app.metrics.clone(), app.store.clone(), app.clock.now_ms()).await
 }
 
-async fn not_found() -> Response {
+pub(super) async fn not_found() -> Response {
     plain_error(
         StatusCode::NOT_FOUND,
         "not_found",
@@ -115,7 +93,7 @@ async fn not_found() -> Response {
     )
 }
 
-async fn method_not_allowed() -> Response {
+pub(super) async fn method_not_allowed() -> Response {
     plain_error(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -157,7 +135,7 @@ struct Admitted {
     headers: Vec<(String, Vec<u8>)>,
 }
 
-async fn ingest(
+pub(super) async fn ingest(
     State(app): State<Arc<AppState>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
     req: Request,

@@ -112,6 +112,12 @@ pub struct Metrics {
     pub breakers: super::breaker::Breakers,
 }
 
+impl AsRef<super::breaker::Breakers> for Metrics {
+    fn as_ref(&self) -> &super::breaker::Breakers {
+        &self.breakers
+    }
+}
+
 impl Metrics {
     pub fn count(&self, o: Outcome) {
         if let Some(i) = Outcome::ALL.iter().position(|x| *x == o) {

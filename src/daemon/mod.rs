@@ -50,7 +50,9 @@ pub mod config;
 pub mod delivery;
 pub mod dispatch;
 pub mod health;
+pub mod http;
 pub mod ingest;
+pub mod job_runner;
 pub mod listener;
 pub mod metrics;
 pub mod open_files;
@@ -280,11 +282,11 @@ impl Daemon {
             body_timeout: settings.body_timeout,
             store: store.clone(),
         });
-        let app = ingest::router(state, settings.largest_body(), settings.metrics);
+        let app = http::router(state, settings.largest_body(), settings.metrics);
         let addr: SocketAddr = listener
             .local_addr()
             .wrap_err("cannot read the bound address")?;
-        let jobs = Arc::new(admin::JobRunner::default());
+        let jobs = Arc::new(job_runner::JobRunner::default());
         let admin_state = Arc::new(admin::AdminState {
             store: store.clone(),
             settings: settings.admin.clone(),

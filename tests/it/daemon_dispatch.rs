@@ -589,7 +589,10 @@ async fn large_and_small_bodies_get_equal_bytes() {
     post_sized(&c, &d, "small", SMALL, SMALL_SIZE).await;
     assert!(d.stop().success());
 
-    let dispatch = "tick = \"500ms\"\nreclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
+    // Claims on the period only (`refill = false`), so the tick's byte
+    // budget is what binds.
+    let dispatch =
+        "tick = \"500ms\"\nrefill = false\nreclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
                     tick_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
                     per_tenant = 4096\nmax_inflight = 8192\nper_sink = 256";
     write_config(dir.path(), &config_dispatching(dispatch, "", &sources));
