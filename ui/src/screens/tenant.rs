@@ -16,7 +16,7 @@ use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantData};
 use crate::fmt::{age, bytes, cut, num, utc};
 use crate::heatmap::{legend, zoom_label, HeatSpec};
-use crate::theme::{block, loading, Theme};
+use crate::theme::{block, block_with, loading, Theme};
 
 /// Rows of the tenant's DLQ shown when the terminal is `height` high.
 pub fn dlq_rows(height: u16) -> usize {
@@ -65,7 +65,7 @@ pub fn draw(
     let c = &t.counters;
     let dlq_rows = t.dlq.entries.len().max(1) as u16;
     let [top, rate, heat, chart, dl] = Layout::vertical([
-        Constraint::Length(5),
+        Constraint::Length(if t.paused.is_empty() { 5 } else { 6 }),
         Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Length(if rates.live {
@@ -92,7 +92,7 @@ pub fn draw(
         ),
         None => "nothing due".into(),
     };
-    let lines = vec![
+    let mut lines = vec![
         Line::from(vec![Span::raw(format!(
             " pending {}   scheduled {}   inflight {}",
             num(c.pending),
@@ -107,10 +107,25 @@ pub fn draw(
         )),
         Line::from(format!(" oldest due: {first}")),
     ];
-    f.render_widget(
-        Paragraph::new(lines).block(block(format!(" Tenant {} (ord {}) ", t.name, t.ord), theme)),
-        top,
-    );
+    if !t.paused.is_empty() {
+        // Each pause named: the tenant's own, a sink's for it, a sink's for
+        // every tenant. The list is cut to the line; `7` lists the sinks.
+        let names: Vec<&str> = t.paused.iter().map(|p| p.label.as_str()).collect();
+        lines.push(Line::from(vec![
+            Span::raw(" "),
+            theme.paused_badge(),
+            Span::styled(format!(": {}", names.join("; ")), theme.paused()),
+        ]));
+    }
+    let mut title = vec![Span::styled(
+        format!(" Tenant {} (ord {}) ", t.name, t.ord),
+        theme.title(),
+    )];
+    if t.paused.iter().any(|p| p.pause.scope.sink.is_none()) {
+        title.push(theme.paused_badge());
+        title.push(Span::raw(" "));
+    }
+    f.render_widget(Paragraph::new(lines).block(block_with(title)), top);
     let rate_lines = trends::block_lines(
         rates.series,
         &t.totals,
