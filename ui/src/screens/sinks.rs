@@ -245,8 +245,8 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
                 "sink", "endpoint", "state", "ok/1m", "fail/1m", "row", "last", "last ok",
             ],
             vec![
-                Constraint::Length(16),
                 Constraint::Length(15),
+                Constraint::Length(17),
                 Constraint::Length(12),
                 Constraint::Length(5),
                 Constraint::Length(7),
@@ -284,15 +284,20 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
             ],
         ),
     };
-    let name_w = if wide { 26 } else { 16 };
+    let (name_w, host_w) = match (d.live, wide) {
+        (true, false) => (15, 17),
+        (true, true) => (26, 26),
+        (false, false) => (20, 22),
+        (false, true) => (30, 36),
+    };
     let body: Vec<Row> = rows
         .iter()
         .enumerate()
         .map(|(i, v)| {
             let (st, st_style) = state(v, theme);
             let mut cells = vec![
-                Cell::from(cut(&name(v), if d.live { name_w } else { 30 })),
-                Cell::from(host(&v.endpoint).to_owned()),
+                Cell::from(cut(&name(v), name_w)),
+                Cell::from(cut(host(&v.endpoint), host_w)),
                 Cell::from(st).style(st_style),
             ];
             match &v.health {
@@ -410,7 +415,7 @@ pub fn draw_detail(
         }
         None => lines.push(Line::from(vec![
             kv("deliveries"),
-            Span::raw("no daemon: no delivery figures (a daemon keeps them in memory)"),
+            Span::raw("no daemon: no delivery figures"),
         ])),
     }
     let paused = match (v.paused, v.paused_for.is_empty()) {

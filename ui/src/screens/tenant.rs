@@ -65,7 +65,7 @@ pub fn draw(
     let c = &t.counters;
     let dlq_rows = t.dlq.entries.len().max(1) as u16;
     let [top, rate, heat, chart, dl] = Layout::vertical([
-        Constraint::Length(if t.paused.is_empty() { 5 } else { 6 }),
+        Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Length(if rates.live {
@@ -92,7 +92,7 @@ pub fn draw(
         ),
         None => "nothing due".into(),
     };
-    let mut lines = vec![
+    let lines = vec![
         Line::from(vec![Span::raw(format!(
             " pending {}   scheduled {}   inflight {}",
             num(c.pending),
@@ -107,23 +107,20 @@ pub fn draw(
         )),
         Line::from(format!(" oldest due: {first}")),
     ];
-    if !t.paused.is_empty() {
-        // Each pause named: the tenant's own, a sink's for it, a sink's for
-        // every tenant. The list is cut to the line; `7` lists the sinks.
-        let names: Vec<&str> = t.paused.iter().map(|p| p.label.as_str()).collect();
-        lines.push(Line::from(vec![
-            Span::raw(" "),
-            theme.paused_badge(),
-            Span::styled(format!(": {}", names.join("; ")), theme.paused()),
-        ]));
-    }
+    // The header names each pause that holds its rows: its own, a sink's
+    // for it, a sink's for every tenant (the border cuts a long list;
+    // `7` lists the sinks).
     let mut title = vec![Span::styled(
         format!(" Tenant {} (ord {}) ", t.name, t.ord),
         theme.title(),
     )];
-    if t.paused.iter().any(|p| p.pause.scope.sink.is_none()) {
+    if !t.paused.is_empty() {
+        let names: Vec<&str> = t.paused.iter().map(|p| p.label.as_str()).collect();
         title.push(theme.paused_badge());
-        title.push(Span::raw(" "));
+        title.push(Span::styled(
+            format!(": {} ", names.join("; ")),
+            theme.paused(),
+        ));
     }
     f.render_widget(Paragraph::new(lines).block(block_with(title)), top);
     let rate_lines = trends::block_lines(
