@@ -268,7 +268,10 @@ fn sink_page(
     let mut entries = Vec::new();
     let mut walked = 0usize;
     loop {
-        let chunk = (SINK_WALK - walked).min(MAX_PAGE);
+        // Pages a few times the rows wanted: a screen's page is found in a
+        // read or two when the sink is common, without reading a thousand
+        // rows for eight.
+        let chunk = (SINK_WALK - walked).min((limit * 4).clamp(16, MAX_PAGE));
         let page = queries::dlq_page_ordered(store, ord, order, cursor, chunk)?;
         let seen = page.entries.len();
         walked += seen;
