@@ -143,10 +143,7 @@ pub fn draw(f: &mut Frame, o: Option<&Overview>, facts: Facts<'_>, theme: &Theme
             Span::styled(format!("  {:<18}", "pauses"), theme.label()),
             theme.paused_badge(),
             Span::styled(
-                format!(
-                    " {} in force (2: tenants, 7: sinks; their rows stay queued)",
-                    num(o.pauses as i64)
-                ),
+                format!(" {} in force (2: tenants, 7: sinks)", num(o.pauses as i64)),
                 theme.paused(),
             ),
         ]));
