@@ -74,12 +74,15 @@ impl<S: Deref<Target = Store>> Operator<S> {
         }
     }
 
+    /// A DLQ page; `sink` (`SOURCE/SINK`) narrows it to one sink's rows
+    /// (a bounded walk: see [`reads::dlq_page`]).
     pub fn dlq(
         &self,
         tenant: Option<&str>,
         order: DlqOrder,
         cursor: Option<&str>,
         limit: usize,
+        sink: Option<&str>,
     ) -> Result<DlqPage> {
         match self {
             Operator::Daemon(c) => {
@@ -93,10 +96,13 @@ impl<S: Deref<Target = Store>> Operator<S> {
                 if let Some(cur) = cursor {
                     q.push_str(&format!("&cursor={}", enc(cur)));
                 }
+                if let Some(s) = sink {
+                    q.push_str(&format!("&sink={}", enc(s)));
+                }
                 c.get(&q)
             }
             Operator::Store { store, who } => {
-                reads::dlq_page(store, who, tenant, order, cursor, limit)
+                reads::dlq_page(store, who, tenant, order, cursor, limit, sink)
             }
         }
     }

@@ -110,6 +110,34 @@ pub fn list(store: &Store, who: &Principal) -> Result<PausesPage> {
     Ok(PausesPage { pauses })
 }
 
+/// Which of `ids` are paused as a whole (a tenants page's PAUSED badges):
+/// one read of the pauses, which are bounded ([`pauses::MAX_PAUSES`]).
+pub fn paused_among<'a>(
+    store: &Store,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<String>> {
+    let paused: std::collections::HashSet<String> = pauses::list(store)?
+        .into_iter()
+        .filter(|p| p.scope.sink.is_none())
+        .filter_map(|p| p.scope.tenant)
+        .collect();
+    Ok(ids
+        .into_iter()
+        .filter(|t| paused.contains(*t))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The pauses that hold `tenant`'s rows: of the tenant, of a sink for it,
+/// and of a sink for every tenant (a tenant detail's header).
+pub fn holding(store: &Store, tenant: &str) -> Result<Vec<PauseView>> {
+    Ok(pauses::list(store)?
+        .into_iter()
+        .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
+        .map(view)
+        .collect())
+}
+
 /// Whether `tenant` is paused as a whole (the PAUSED badge).
 pub fn tenant_paused(store: &Store, tenant: &str) -> Result<bool> {
     Ok(pauses::get(store, &Scope::tenant(tenant))?.is_some())

@@ -14,8 +14,8 @@ use ankusa_store::{Field, HookId, Store};
 
 use crate::access::Principal;
 use crate::model::{
-    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, PauseView, SinkView, SinksPage,
-    Stats, TenantDetail, TenantsPage,
+    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, SinkView, SinksPage, Stats,
+    TenantDetail, TenantsPage,
 };
 use crate::{OpsError, Result};
 
@@ -61,17 +61,7 @@ pub fn tenants_page(
     limit: usize,
 ) -> Result<TenantsPage> {
     let mut page = tenants_rows(store, who, sort, cursor, limit)?;
-    let paused: std::collections::HashSet<String> = pauses::list(store)?
-        .into_iter()
-        .filter(|p| p.scope.sink.is_none())
-        .filter_map(|p| p.scope.tenant)
-        .collect();
-    page.paused = page
-        .tenants
-        .iter()
-        .filter(|t| paused.contains(&t.id))
-        .map(|t| t.id.clone())
-        .collect();
+    page.paused = crate::pauses::paused_among(store, page.tenants.iter().map(|t| t.id.as_str()))?;
     Ok(page)
 }
 
@@ -153,14 +143,7 @@ pub fn tenant_detail(
     // A parked row's due time is a placeholder, not a time to show.
     let first = queries::first_due(store, ord)?.filter(|r| r.at < pauses::PARKED_AT);
     let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
-    let paused = pauses::list(store)?
-        .into_iter()
-        .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
-        .map(|pause| PauseView {
-            label: pause.scope.to_string(),
-            pause,
-        })
-        .collect();
+    let paused = crate::pauses::holding(store, tenant)?;
     Ok(TenantDetail {
         tenant: tenant.to_owned(),
         ord,
@@ -212,8 +195,18 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
     Ok(SinksPage { sinks })
 }
 
+/// Dead rows a page narrowed to one sink walks at most: the sink's rows
+/// may be few among many, so the walk, not the page, is what bounds the
+/// work. Two full pages' worth of rows.
+pub const SINK_WALK: usize = 2 * MAX_PAGE;
+
 /// A DLQ page, newest first (or oldest first): one tenant's, or (admin
-/// only) the node's. A tenant-scoped caller who names no tenant gets its own.
+/// only) the node's; with `sink` (`SOURCE/SINK`, by name or position) only
+/// that sink's rows. A tenant-scoped caller who names no tenant gets its own.
+///
+/// A sink's page walks at most [`SINK_WALK`] dead rows: it may come back
+/// short (even empty) with a `next` cursor, the row the walk stopped at,
+/// from which the next call continues.
 pub fn dlq_page(
     store: &Store,
     who: &Principal,
@@ -221,6 +214,7 @@ pub fn dlq_page(
     order: DlqOrder,
     cursor: Option<&str>,
     limit: usize,
+    sink: Option<&str>,
 ) -> Result<DlqPage> {
     let limit = page_size(limit)?;
     let cursor = match cursor {
@@ -234,7 +228,13 @@ pub fn dlq_page(
         Some(t) => Some(who.tenant_ord(store, t)?),
         None => None,
     };
-    let page = queries::dlq_page_ordered(store, ord, order, cursor, limit)?;
+    let page = match sink {
+        None => queries::dlq_page_ordered(store, ord, order, cursor, limit)?,
+        Some(name) => {
+            let sink = crate::pauses::resolve_sink(store, name)?;
+            sink_page(store, ord, order, cursor, limit, &sink)?
+        }
+    };
     let mut names = std::collections::HashMap::new();
     let mut entries = Vec::with_capacity(page.entries.len());
     for row in page.entries {
@@ -252,6 +252,54 @@ pub fn dlq_page(
         entries,
         next: page.next.map(|c| c.encode()),
     })
+}
+
+/// The rows of one sink among a DLQ's, walking pages of the same order
+/// until `limit` match or [`SINK_WALK`] rows were seen. A row's source is
+/// in its DLQ value, so no hook is read.
+fn sink_page(
+    store: &Store,
+    ord: Option<u32>,
+    order: DlqOrder,
+    mut cursor: Option<DlqCursor>,
+    limit: usize,
+    sink: &pauses::SinkRef,
+) -> Result<queries::DlqPage> {
+    let mut entries = Vec::new();
+    let mut walked = 0usize;
+    loop {
+        // Pages a few times the rows wanted: a screen's page is found in a
+        // read or two when the sink is common, without reading a thousand
+        // rows for eight.
+        let chunk = (SINK_WALK - walked).min((limit * 4).clamp(16, MAX_PAGE));
+        let page = queries::dlq_page_ordered(store, ord, order, cursor, chunk)?;
+        let seen = page.entries.len();
+        walked += seen;
+        for (i, row) in page.entries.into_iter().enumerate() {
+            if row.sink != sink.sink || row.source_id != sink.source {
+                continue;
+            }
+            let at = DlqCursor {
+                at: row.at,
+                seq: row.seq,
+                sink: row.sink,
+            };
+            entries.push(row);
+            if entries.len() == limit {
+                // Rows remain after this one: continue from it.
+                let more = i + 1 < seen || page.next.is_some();
+                return Ok(queries::DlqPage {
+                    entries,
+                    next: more.then_some(at),
+                });
+            }
+        }
+        match page.next {
+            // The walk is spent: the caller continues where it stopped.
+            Some(n) if walked < SINK_WALK => cursor = Some(n),
+            next => return Ok(queries::DlqPage { entries, next }),
+        }
+    }
 }
 
 fn tenant_name(store: &Store, ord: u32) -> Result<String> {

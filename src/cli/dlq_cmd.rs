@@ -38,7 +38,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                 ankusa_store::queries::DlqOrder::NewestFirst
             };
             let page = b
-                .dlq(tenant.as_deref(), order, cursor.as_deref(), limit)
+                .dlq(tenant.as_deref(), order, cursor.as_deref(), limit, None)
                 .map_err(|e| failure::if_not_found(e, LIST_HINT))?;
             if json {
                 print_json(&page)?;

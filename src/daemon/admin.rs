@@ -309,6 +309,8 @@ struct DlqQuery {
     order: Option<ankusa_store::queries::DlqOrder>,
     cursor: Option<String>,
     limit: Option<usize>,
+    /// `SOURCE/SINK`: only that sink's rows (a bounded walk).
+    sink: Option<String>,
 }
 
 /// `GET /v1/admin/jobs`.
@@ -518,6 +520,7 @@ async fn dlq(
             q.order.unwrap_or_default(),
             q.cursor.as_deref(),
             q.limit.unwrap_or(50),
+            q.sink.as_deref(),
         )
     })
     .await?;

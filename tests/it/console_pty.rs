@@ -21,7 +21,7 @@ use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize}
 
 use common::BIN;
 
-struct Console {
+pub(crate) struct Console {
     parser: Arc<Mutex<vt100::Parser>>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn Child + Send + Sync>,
@@ -29,7 +29,7 @@ struct Console {
 }
 
 impl Console {
-    fn spawn(args: &[&str], env: &[(&str, &str)], cols: u16, rows: u16) -> Console {
+    pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)], cols: u16, rows: u16) -> Console {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -69,12 +69,12 @@ impl Console {
         }
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.parser.lock().expect("parser").screen().contents()
     }
 
     /// Waits until every needle is on screen; panics with the screen if not.
-    fn wait_for(&self, needles: &[&str]) {
+    pub(crate) fn wait_for(&self, needles: &[&str]) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let s = self.screen();
@@ -89,13 +89,13 @@ impl Console {
         }
     }
 
-    fn send(&mut self, keys: &str) {
+    pub(crate) fn send(&mut self, keys: &str) {
         self.writer.write_all(keys.as_bytes()).expect("write keys");
         self.writer.flush().expect("flush");
         std::thread::sleep(Duration::from_millis(150));
     }
 
-    fn wait_exit(&mut self) -> portable_pty::ExitStatus {
+    pub(crate) fn wait_exit(&mut self) -> portable_pty::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
@@ -112,7 +112,7 @@ impl Console {
         }
     }
 
-    fn assert_restored(&self) {
+    pub(crate) fn assert_restored(&self) {
         let p = self.parser.lock().expect("parser");
         let s = p.screen();
         assert!(

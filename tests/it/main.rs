@@ -12,6 +12,7 @@ mod cli_mistakes;
 mod cli_store;
 mod common;
 mod console_pty;
+mod console_sinks;
 mod daemon_archive;
 mod daemon_crash;
 mod daemon_dispatch;

@@ -13,7 +13,8 @@ use ankusa_store::counters::Field;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
 use crate::data::{
-    DaemonStatus, DeadDetail, OpenMode, Overview, Progress, Reply, Request, TenantData,
+    ActionScope, DaemonStatus, DeadDetail, OpenMode, Overview, PauseTarget, Progress, Reply,
+    Request, TenantData,
 };
 use crate::fmt::quoted;
 use crate::heatmap::HeatSpec;
@@ -26,6 +27,7 @@ use crate::rates::{RateBook, Sample};
 use crate::screens::dlq::DlqState;
 use crate::screens::heatmap::HeatState;
 use crate::screens::migration::{Guide, MigrationState};
+use crate::screens::sinks::{self, SinksState};
 use crate::screens::tenants::{SortKey, TenantsState};
 use crate::screens::{overview, tenant, Next, Screen};
 
@@ -81,6 +83,8 @@ pub struct App {
     pub dlq: DlqState,
     pub detail: Option<DeadDetail>,
     pub migration: MigrationState,
+    /// The sinks list and the sink detail.
+    pub sinks: SinksState,
     /// Rates and trends from the readings of the screens shown.
     pub rates: RateBook,
     pub status: String,
@@ -140,6 +144,7 @@ impl App {
             dlq: DlqState::default(),
             detail: None,
             migration,
+            sinks: SinksState::default(),
             rates: RateBook::default(),
             status: String::new(),
             error: None,
@@ -232,7 +237,11 @@ impl App {
             Next::Guard(scope) => {
                 self.overlays
                     .push(Overlay::Guard(Guard::new(scope.clone())));
-                self.fetch(vec![Request::DryRun(scope)])
+                if scope.counts() {
+                    self.fetch(vec![Request::DryRun(scope)])
+                } else {
+                    Vec::new()
+                }
             }
         }
     }
@@ -261,6 +270,8 @@ impl App {
             Screen::Heatmap => self.heat.requests(self.list_rows(), self.width),
             Screen::Dlq { ord, .. } => self.dlq.requests(*ord, self.list_rows()),
             Screen::DeadDetail { row } => vec![Request::DeadDetail(row.clone())],
+            Screen::Sinks => sinks::requests(),
+            Screen::Sink { sink } => sinks::detail_requests(sink, self.height),
             Screen::Migration | Screen::Log => Vec::new(),
         }
     }
@@ -410,8 +421,16 @@ impl App {
                     self.clamp_sel();
                 }
             }
-            Reply::Ranked { field, rows, at } => {
-                if self.tenants.on_ranked(field, rows, at, &mut self.status) {
+            Reply::Ranked {
+                field,
+                rows,
+                paused,
+                at,
+            } => {
+                if self
+                    .tenants
+                    .on_ranked(field, rows, paused, at, &mut self.status)
+                {
                     self.clamp_sel();
                 }
                 let n = self.list_rows();
@@ -467,6 +486,16 @@ impl App {
                 }
             }
             Reply::DeadDetail(d) => self.detail = Some(*d),
+            Reply::Sinks(d) => {
+                let n = self.list_rows();
+                self.sinks.on_sinks(d, n);
+                self.clamp_sel();
+            }
+            Reply::Sink(d) => {
+                if let Screen::Sink { sink } = self.screen().clone() {
+                    self.sinks.on_sink(&sink, *d);
+                }
+            }
             Reply::DryRun(scope, count) => {
                 if let Some(Overlay::Guard(g)) = self.overlays.last_mut() {
                     g.on_dry_run(&scope, count);
@@ -500,6 +529,11 @@ impl App {
             }
             Reply::Done(r) => {
                 self.header.fresh_at = self.now;
+                // A ranked list's badges come with its ranking: take it
+                // again to show the pause just made or lifted.
+                if matches!(r.scope, ActionScope::Pause(_) | ActionScope::Resume(_)) {
+                    self.tenants.ranked = None;
+                }
                 if let Some(Overlay::Guard(g)) = self.overlays.last_mut() {
                     g.stage = Stage::Done(Ok(r));
                 }
@@ -515,6 +549,7 @@ impl App {
             Screen::Tenants => self.tenant_rows().len(),
             Screen::Heatmap => self.heat.rows_shown(),
             Screen::Dlq { .. } => self.dlq.rows_shown(),
+            Screen::Sinks => self.sinks.rows(self.list_rows()).len(),
             _ => 0,
         }
     }
@@ -524,6 +559,7 @@ impl App {
             Screen::Tenants => Some(&mut self.tenants.sel),
             Screen::Heatmap => Some(&mut self.heat.sel),
             Screen::Dlq { .. } => Some(&mut self.dlq.sel),
+            Screen::Sinks => Some(&mut self.sinks.sel),
             _ => None,
         }
     }
@@ -549,6 +585,7 @@ impl App {
             Screen::Dlq { .. } => self.dlq = DlqState::default(),
             Screen::Tenant { .. } => self.tenant = None,
             Screen::DeadDetail { .. } => self.detail = None,
+            Screen::Sink { .. } => self.sinks.detail = None,
             _ => {}
         }
     }
@@ -675,6 +712,8 @@ impl App {
             KeyAction::Purge | KeyAction::Replay | KeyAction::ReplayTenant => {
                 self.start_guard(action)
             }
+            KeyAction::Pause => self.start_pause(false),
+            KeyAction::Resume => self.start_pause(true),
         }
     }
 
@@ -703,6 +742,7 @@ impl App {
             Screen::Dlq { .. } => self.dlq.open(),
             Screen::Migration => self.migration.open(),
             Screen::Overview => overview::open(self.overview.as_ref()),
+            Screen::Sinks => self.sinks.open(self.list_rows()),
             _ => Next::Stay,
         };
         self.follow(next)
@@ -741,6 +781,64 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// `H` / `U`: the guarded pause or resume of what the screen selects
+    /// (the tenant on the tenants list or its detail, the sink on the sinks
+    /// list or its detail). Refused at once when there is nothing to do
+    /// (pausing what is paused, resuming what is not): the guard is for a
+    /// change.
+    fn start_pause(&mut self, resume: bool) -> Vec<Effect> {
+        if !self.can_act() {
+            self.status = CANNOT_ACT.into();
+            return Vec::new();
+        }
+        let n = self.list_rows();
+        let found = match self.screen().clone() {
+            Screen::Tenants => self.tenants.selected(n).map(|(id, paused)| {
+                let t = PauseTarget {
+                    tenant: Some(id),
+                    sink: None,
+                };
+                (t, paused)
+            }),
+            Screen::Tenant { ord } => self.tenant.as_ref().filter(|t| t.ord == ord).map(|t| {
+                let paused = t.paused.iter().any(|p| {
+                    p.pause.scope.sink.is_none()
+                        && p.pause.scope.tenant.as_deref() == Some(t.name.as_str())
+                });
+                let target = PauseTarget {
+                    tenant: Some(t.name.clone()),
+                    sink: None,
+                };
+                (target, paused)
+            }),
+            s @ (Screen::Sinks | Screen::Sink { .. }) => self.sinks.pause_target(&s, n),
+            _ => {
+                self.status = "pause and resume work on tenants and sinks (see ?)".into();
+                return Vec::new();
+            }
+        };
+        let Some((target, paused)) = found else {
+            return Vec::new();
+        };
+        if paused != resume {
+            self.status = if resume {
+                format!("{} is not paused", quoted(&target.label(), 50))
+            } else {
+                format!(
+                    "{} is already paused (U resumes)",
+                    quoted(&target.label(), 40)
+                )
+            };
+            return Vec::new();
+        }
+        let scope = if resume {
+            ActionScope::Resume(target)
+        } else {
+            ActionScope::Pause(target)
+        };
+        self.follow(Next::Guard(scope))
     }
 
     fn overlay_key(&mut self, top: Overlay, k: KeyEvent) -> Vec<Effect> {
@@ -841,6 +939,11 @@ impl App {
     }
 
     fn first_page(&mut self) -> Vec<Effect> {
+        if *self.screen() == Screen::Sinks {
+            // The whole list is one answer: paging fetches nothing.
+            self.sinks.page = 0;
+            return Vec::new();
+        }
         let moved = match self.screen() {
             Screen::Tenants => self.tenants.first_page(),
             Screen::Dlq { .. } => self.dlq.first_page(),
@@ -852,6 +955,10 @@ impl App {
 
     fn page(&mut self, down: bool) -> Vec<Effect> {
         let n = self.list_rows();
+        if *self.screen() == Screen::Sinks {
+            self.sinks.page(down, n, &mut self.status);
+            return Vec::new();
+        }
         let moved = match self.screen() {
             Screen::Tenants => self.tenants.page(down, n, &mut self.status),
             Screen::Dlq { .. } => self.dlq.page(down, &mut self.status),
@@ -876,6 +983,7 @@ impl App {
             ("heatmap" | "h", _) => self.goto(Tab::Heatmap),
             ("migration" | "m", _) => self.goto(Tab::Migration),
             ("log" | "l", _) => self.goto(Tab::Log),
+            ("sinks", _) => self.goto(Tab::Sinks),
             ("dlq" | "d", "") => self.goto(Tab::Dlq),
             ("dlq" | "d", name) => self.fetch(vec![Request::TenantByName {
                 name: name.to_owned(),

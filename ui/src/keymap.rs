@@ -30,6 +30,10 @@ pub enum KeyAction {
     Purge,
     Replay,
     ReplayTenant,
+    /// Pause the selected tenant or sink (guarded).
+    Pause,
+    /// Resume it (guarded).
+    Resume,
     Refresh,
     MigBackup,
     MigPlan,
@@ -47,16 +51,18 @@ pub enum Tab {
     Dlq,
     Migration,
     Log,
+    Sinks,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 6] = [
+    pub const ALL: [Tab; 7] = [
         Tab::Overview,
         Tab::Tenants,
         Tab::Heatmap,
         Tab::Dlq,
         Tab::Migration,
         Tab::Log,
+        Tab::Sinks,
     ];
 
     /// The tab bar's geometry: each tab, its label and the column it
@@ -95,6 +101,7 @@ impl Tab {
             Tab::Dlq => "DLQ",
             Tab::Migration => "Migration",
             Tab::Log => "Log",
+            Tab::Sinks => "Sinks",
         }
     }
 }
@@ -168,7 +175,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('q'), Code(KeyCode::Esc)], label: "q Esc", action: KeyAction::Back, scope: Scope::Everywhere, help: "back; quit from a top screen" },
     Binding { keys: &[C('Q')], label: "Q", action: KeyAction::Quit, scope: Scope::Everywhere, help: "quit" },
     Binding { keys: &[C('/')], label: "/", action: KeyAction::Filter, scope: Scope::Everywhere, help: "filter tenants by name" },
-    Binding { keys: &[C(':')], label: ":", action: KeyAction::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sort FIELD :replay-since 2h :repair :q" },
+    Binding { keys: &[C(':')], label: ":", action: KeyAction::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sinks :sort FIELD :replay-since 2h :repair :q" },
     Binding { keys: &[C('?')], label: "?", action: KeyAction::Help, scope: Scope::Everywhere, help: "this help" },
     Binding { keys: &[C('1')], label: "1", action: KeyAction::Goto(Tab::Overview), scope: Scope::Everywhere, help: "overview" },
     Binding { keys: &[C('2')], label: "2", action: KeyAction::Goto(Tab::Tenants), scope: Scope::Everywhere, help: "tenants" },
@@ -176,6 +183,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('4')], label: "4", action: KeyAction::Goto(Tab::Dlq), scope: Scope::Everywhere, help: "DLQ (all tenants)" },
     Binding { keys: &[C('5')], label: "5", action: KeyAction::Goto(Tab::Migration), scope: Scope::Everywhere, help: "migration" },
     Binding { keys: &[C('6')], label: "6", action: KeyAction::Goto(Tab::Log), scope: Scope::Everywhere, help: "log" },
+    Binding { keys: &[C('7')], label: "7", action: KeyAction::Goto(Tab::Sinks), scope: Scope::Everywhere, help: "sinks (health, pauses; Enter: one sink)" },
     Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: KeyAction::NextTab, scope: Scope::Everywhere, help: "next screen" },
     Binding { keys: &[C('r')], label: "r", action: KeyAction::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
     Binding { keys: &[C('s')], label: "s", action: KeyAction::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive, delivered/s, accepted/s (this page)" },
@@ -192,6 +200,8 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('P')], label: "P", action: KeyAction::Purge, scope: Scope::Write, help: "purge this tenant's pending and/or dead rows (tenant detail)" },
     Binding { keys: &[C('R')], label: "R", action: KeyAction::Replay, scope: Scope::Write, help: "replay the marked DLQ rows (or the selected one)" },
     Binding { keys: &[C('A')], label: "A", action: KeyAction::ReplayTenant, scope: Scope::Write, help: "replay every dead row of this tenant (tenant DLQ or detail)" },
+    Binding { keys: &[C('H')], label: "H", action: KeyAction::Pause, scope: Scope::Write, help: "hold (pause) the selected tenant or sink: rows stay queued" },
+    Binding { keys: &[C('U')], label: "U", action: KeyAction::Resume, scope: Scope::Write, help: "unpause (resume) the selected tenant or sink" },
 ];
 
 /// The action of a key, if any.

@@ -97,6 +97,8 @@ fn shown(src: &mut Feed, reqs: &[Request], now: u64) -> Result<u64, ConsoleError
             Reply::Heatmap(h) => h.rows.iter().map(|r| nonzero(&r.cells)).sum(),
             Reply::Dlq(d) => d.page.entries.len() as u64,
             Reply::Overview(_) | Reply::DeadDetail(_) => 1,
+            Reply::Sinks(d) => d.sinks.len() as u64,
+            Reply::Sink(d) => 1 + d.dlq.len() as u64,
             _ => 0,
         };
     }
@@ -133,6 +135,8 @@ fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64, ConsoleError> {
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|_| ConsoleError::Marker(marker.clone()))?;
         if v["tenants"] == shape.tenants && v["rows"] == shape.rows {
+            // A fixture built before the sinks screen has no catalog yet.
+            ensure_catalog(&Store::open(dir)?)?;
             return v["now"]
                 .as_u64()
                 .ok_or_else(|| ConsoleError::Marker(marker.clone()));
@@ -154,6 +158,7 @@ fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64, ConsoleError> {
     let spec = FixtureSpec::new(shape.tenants, shape.rows, 1, now);
     fixture::write(&store, &spec, |_, _| {})?;
     store.flush()?;
+    ensure_catalog(&store)?;
     drop(store);
     std::fs::write(
         &marker,
@@ -165,6 +170,27 @@ fn ensure_fixture(dir: &Path, shape: &StoreShape) -> Result<u64, ConsoleError> {
         source,
     })?;
     Ok(now)
+}
+
+/// The sink catalog a daemon would record for the fixture's sources (the
+/// sinks screen lists it). Written once, with the fixture.
+fn ensure_catalog(store: &Store) -> Result<(), ConsoleError> {
+    if !ankusa_store::sinks::catalog(store)?.is_empty() {
+        return Ok(());
+    }
+    let entries: Vec<_> = ["shop", "billing"]
+        .into_iter()
+        .flat_map(|source| {
+            (0..2u16).map(move |index| ankusa_store::sinks::SinkEntry {
+                source: source.to_owned(),
+                index,
+                name: format!("{source}-{index}"),
+                endpoint: format!("http://{source}-{index}.internal:8080"),
+            })
+        })
+        .collect();
+    ankusa_store::sinks::replace(store, &entries)?;
+    Ok(())
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -307,6 +333,19 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
             vec![Request::DeadDetail(r.clone())],
         ));
     }
+    // No daemon answers here: the catalog and the pauses from the store, as
+    // on a stopped store; the detail walks the DLQ for the sink's rows.
+    v.push(("sinks".to_owned(), vec![Request::Sinks]));
+    v.push((
+        "sink detail".to_owned(),
+        vec![Request::Sink {
+            sink: crate::data::SinkKey {
+                source: "shop".into(),
+                index: 0,
+            },
+            dlq_limit: crate::screens::sinks::dlq_rows(24),
+        }],
+    ));
     for (_, reqs) in &mut v {
         reqs.insert(0, Request::Refresh);
     }

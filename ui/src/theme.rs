@@ -116,6 +116,13 @@ pub(crate) fn block(title: String, theme: &Theme) -> Block<'static> {
         .title(Span::styled(title, theme.title()))
 }
 
+/// A block whose title carries more than its words (a badge beside them).
+pub(crate) fn block_with(title: Vec<Span<'static>>) -> Block<'static> {
+    Block::default()
+        .borders(Borders::ALL)
+        .title(ratatui::text::Line::from(title))
+}
+
 /// A screen whose first reply has not come yet.
 pub(crate) fn loading(f: &mut Frame, title: String, theme: &Theme, area: Rect) {
     f.render_widget(Paragraph::new(" loading…").block(block(title, theme)), area);

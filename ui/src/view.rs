@@ -15,7 +15,7 @@ use crate::fmt::{age, cut_left};
 use crate::keymap::Tab;
 use crate::popups::{guard, help, input, Overlay};
 use crate::screens::{
-    dead_detail, dlq, heatmap, log, migration, overview, tenant, tenants, Screen,
+    dead_detail, dlq, heatmap, log, migration, overview, sinks, tenant, tenants, Screen,
 };
 use crate::theme::Theme;
 
@@ -76,6 +76,10 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         }
         Screen::Migration => migration::draw(f, &app.migration, &app.header.path, theme, body),
         Screen::Log => log::draw(f, theme, body),
+        Screen::Sinks => sinks::draw(f, &app.sinks, app.list_rows(), app.now, theme, body),
+        Screen::Sink { sink } => {
+            sinks::draw_detail(f, app.sinks.detail.as_ref(), sink, app.now, theme, body)
+        }
     }
     f.render_widget(Paragraph::new(footer_line(app, theme)), foot);
     for o in &app.overlays {
@@ -170,6 +174,9 @@ fn footer_line(app: &App, theme: &Theme) -> Line<'static> {
     if app.can_act() {
         match app.screen() {
             Screen::Tenant { .. } => hint.push_str("  P purge  A replay all"),
+            Screen::Tenants | Screen::Sinks | Screen::Sink { .. } => {
+                hint.push_str("  H pause  U resume")
+            }
             Screen::Dlq { ord, .. } => {
                 hint.push_str("  R replay");
                 if ord.is_some() {

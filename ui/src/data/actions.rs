@@ -1,5 +1,5 @@
-//! Guarded actions: the dry run's exact count, then the run. Purge and
-//! replay have no code of their own here: each is one
+//! Guarded actions: the dry run's exact count, then the run. Purge,
+//! replay, pause and resume have no code of their own here: each is one
 //! `ankusa_ops::operator::Operator` call (on the store in WRITE mode,
 //! through the daemon's admin API in FOLLOW mode), the same code, audit
 //! records and row lock as the command line and the admin API. The
@@ -8,7 +8,7 @@
 
 use ankusa_ops::access::{Peer, Principal};
 use ankusa_ops::client::{Client, Probe as DaemonProbe};
-use ankusa_ops::model::{row_name, JobState, Kinds, ReplayRequest};
+use ankusa_ops::model::{row_name, JobState, Kinds, PauseRequest, ReplayRequest};
 use ankusa_ops::operator::{Action, Operator};
 use ankusa_store::Store;
 
@@ -34,6 +34,8 @@ impl Feed {
         match ask(scope)? {
             Ask::Purge { tenant, kinds } => counted(op.purge(&tenant, kinds, true)?),
             Ask::Replay(r) => counted(op.replay(r, true)?),
+            // The guard asks for no count (ActionScope::counts).
+            Ask::Pause(_) | Ask::Resume(_) => Ok(0),
         }
     }
 
@@ -52,6 +54,7 @@ impl Feed {
                 scope: scope.clone(),
                 expected: rep.changes(),
                 touched: rep.changes(),
+                note: None,
             });
         }
         if let ActionScope::Migrate = scope {
@@ -65,6 +68,34 @@ impl Feed {
         let started = match ask(scope)? {
             Ask::Purge { tenant, kinds } => op.purge(&tenant, kinds, false)?,
             Ask::Replay(r) => op.replay(r, false)?,
+            Ask::Pause(req) => {
+                let p = op.pause(&req)?;
+                self.fresh_at = now;
+                let note = if p.created {
+                    format!("Paused {}: its rows stay queued.", p.pause.label)
+                } else {
+                    format!("{} was already paused: nothing changed.", p.pause.label)
+                };
+                return Ok(ActionResult {
+                    scope: scope.clone(),
+                    expected: 0,
+                    touched: 0,
+                    note: Some(note),
+                });
+            }
+            Ask::Resume(req) => {
+                let r = op.resume(&req)?;
+                let Some(job) = r.job else {
+                    self.fresh_at = now;
+                    return Ok(ActionResult {
+                        scope: scope.clone(),
+                        expected: 0,
+                        touched: 0,
+                        note: Some(format!("Resumed {}: its rows are due.", r.pause.label)),
+                    });
+                };
+                Action::Started(Box::new(job))
+            }
         };
         let Action::Started(job) = started else {
             return Err(DataError::Refused("the action did not start a job".into()));
@@ -84,10 +115,13 @@ impl Feed {
             )));
         }
         self.fresh_at = now;
+        let touched = done.progress.rows();
         Ok(ActionResult {
             scope: scope.clone(),
             expected,
-            touched: done.progress.rows(),
+            touched,
+            note: matches!(scope, ActionScope::Resume(_))
+                .then(|| format!("Resumed: {touched} parked row(s) made due.")),
         })
     }
 
@@ -145,6 +179,8 @@ impl Feed {
 enum Ask {
     Purge { tenant: String, kinds: Kinds },
     Replay(ReplayRequest),
+    Pause(PauseRequest),
+    Resume(PauseRequest),
 }
 
 fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
@@ -169,6 +205,8 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
             to: Some(*to),
             ..ReplayRequest::default()
         }),
+        ActionScope::Pause(t) => Ask::Pause(t.request()),
+        ActionScope::Resume(t) => Ask::Resume(t.request()),
         ActionScope::Migrate => {
             return Err(DataError::Refused(
                 "the migration runs step by step in the console".into(),

@@ -50,11 +50,18 @@ impl Feed {
             Request::Reopen => self.reopen(now)?,
             Request::Overview => Reply::Overview(self.overview(now)?),
             Request::Tenants(q) => Reply::Tenants(self.tenants(q)?),
-            Request::Rank { field, limit } => Reply::Ranked {
-                field: *field,
-                rows: tenants::top_by(self.need()?, *field, *limit)?,
-                at: now,
-            },
+            Request::Rank { field, limit } => {
+                let s = self.need()?;
+                let rows = tenants::top_by(s, *field, *limit)?;
+                let paused =
+                    ankusa_ops::pauses::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
+                Reply::Ranked {
+                    field: *field,
+                    rows,
+                    paused,
+                    at: now,
+                }
+            }
             Request::CountersOf(ords) => {
                 let c = queries::tallies_many(self.need()?, ords)?;
                 Reply::CountersOf(
@@ -84,6 +91,10 @@ impl Feed {
                 order,
             } => Reply::Dlq(self.dlq(*ord, *cursor, *limit, *order)?),
             Request::DeadDetail(row) => Reply::DeadDetail(Box::new(self.dead_detail(row)?)),
+            Request::Sinks => Reply::Sinks(self.sinks()?),
+            Request::Sink { sink, dlq_limit } => {
+                Reply::Sink(Box::new(self.sink(sink, *dlq_limit)?))
+            }
             Request::DryRun(scope) => Reply::DryRun(scope.clone(), self.dry_run(scope)?),
             Request::Execute(scope) => Reply::Done(self.run_action(scope, now, progress)?),
         })

@@ -10,10 +10,15 @@ use ankusa_store::tenants::{self, Name, TenantInfo};
 use ankusa_store::values::Envelope;
 use ankusa_store::{Store, StoreError};
 
-use super::feed::Feed;
+use ankusa_ops::access::{Peer, Principal};
+use ankusa_ops::client::{Client, Probe};
+use ankusa_ops::operator::Operator;
+
+use super::feed::{DataError, Feed};
+use super::open::OpenMode;
 use super::request::{
-    DeadDetail, DlqData, HeatRow, HeatmapData, Overview, TenantData, TenantsAfter, TenantsData,
-    TenantsQuery,
+    DeadDetail, DlqData, HeatRow, HeatmapData, Overview, SinkData, SinkKey, SinksData, TenantData,
+    TenantsAfter, TenantsData, TenantsQuery,
 };
 use crate::heatmap::{self, HeatSpec};
 
@@ -54,6 +59,7 @@ impl Feed {
             format: s.format()?,
             quarantined: ankusa_store::quarantine::count(s)?,
             store_fault: self.daemon_store_fault(),
+            pauses: ankusa_store::pauses::list(s)?.len(),
         })
     }
 
@@ -75,7 +81,7 @@ impl Feed {
         }
     }
 
-    pub(super) fn tenants(&self, q: &TenantsQuery) -> Result<TenantsData, StoreError> {
+    pub(super) fn tenants(&self, q: &TenantsQuery) -> Result<TenantsData, DataError> {
         let s = self.need()?;
         let limit = q.limit.max(1);
         // One more than the page, to know whether there is a next page.
@@ -101,11 +107,13 @@ impl Feed {
         let more = rows.len() > limit;
         rows.truncate(limit);
         let next = if more { rows.last().map(next_of) } else { None };
+        let paused = ankusa_ops::pauses::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
         Ok(TenantsData {
             query: q.clone(),
             rows,
             next,
             total: tenants::allocated(s)?,
+            paused,
         })
     }
 
@@ -115,12 +123,15 @@ impl Feed {
         dlq_limit: usize,
         heat: &HeatSpec,
         now: u64,
-    ) -> Result<TenantData, StoreError> {
+    ) -> Result<TenantData, DataError> {
         let s = self.need()?;
-        let name = match tenants::name_of(s, ord)? {
-            Some(Name::Live(n)) => n,
-            Some(Name::Erased) => "(erased)".into(),
-            None => format!("ord {ord}"),
+        let (name, paused) = match tenants::name_of(s, ord)? {
+            Some(Name::Live(n)) => {
+                let paused = ankusa_ops::pauses::holding(s, &n)?;
+                (n, paused)
+            }
+            Some(Name::Erased) => ("(erased)".into(), Vec::new()),
+            None => (format!("ord {ord}"), Vec::new()),
         };
         let (counters, totals) = queries::tallies(s, ord)?;
         Ok(TenantData {
@@ -131,6 +142,78 @@ impl Feed {
             first_due: queries::first_due(s, ord)?,
             heat: heatmap::count_row(s, ord, heat, now)?,
             dlq: queries::dlq_page_for_tenant(s, ord, None, dlq_limit)?,
+            paused,
+        })
+    }
+
+    /// Who answers the sinks' reads: the daemon this console follows (its
+    /// answer carries each sink's health), else the store itself (the
+    /// catalog and the pauses, no health: nothing of it is stored).
+    fn reader(&self) -> Result<(Operator<&Store>, bool), DataError> {
+        if matches!(self.mode, OpenMode::Follow { .. }) {
+            if let Ok(Probe::Daemon(c)) = Client::probe(&self.path, self.token.clone()) {
+                return Ok((Operator::Daemon(c), true));
+            }
+        }
+        let who = Principal::local(&Peer::me());
+        Ok((
+            Operator::Store {
+                store: self.need()?,
+                who,
+            },
+            false,
+        ))
+    }
+
+    /// The sinks screen: one sinks request (to the daemon, or the store).
+    pub(super) fn sinks(&self) -> Result<SinksData, DataError> {
+        let (op, live) = self.reader()?;
+        let page = op.sinks()?;
+        // A daemon that answered without health (an older one) has no
+        // figures to show either.
+        let live = live && page.sinks.iter().any(|v| v.health.is_some());
+        Ok(SinksData {
+            sinks: page.sinks,
+            live,
+        })
+    }
+
+    /// One sink: the sinks request and one bounded page of its DLQ rows,
+    /// read from this console's store (the same rows the daemon holds).
+    pub(super) fn sink(&self, key: &SinkKey, dlq_limit: usize) -> Result<SinkData, DataError> {
+        let (op, live) = self.reader()?;
+        let view = op
+            .sinks()?
+            .sinks
+            .into_iter()
+            .find(|v| v.source == key.source && v.index == key.index);
+        let s = self.need()?;
+        let who = Principal::local(&Peer::me());
+        let page = match &view {
+            Some(_) => ankusa_ops::reads::dlq_page(
+                s,
+                &who,
+                None,
+                queries::DlqOrder::NewestFirst,
+                None,
+                dlq_limit.clamp(1, ankusa_ops::reads::MAX_PAGE),
+                Some(&key.path()),
+            )?,
+            None => ankusa_ops::model::DlqPage {
+                entries: Vec::new(),
+                next: None,
+            },
+        };
+        Ok(SinkData {
+            key: key.clone(),
+            live: live && view.as_ref().is_some_and(|v| v.health.is_some()),
+            view,
+            dlq: page
+                .entries
+                .into_iter()
+                .map(|e| (e.tenant, e.row))
+                .collect(),
+            more: page.next.is_some(),
         })
     }
 

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use ankusa_ops::model::Kinds;
+use ankusa_ops::model::{Kinds, PauseRequest, PauseView, SinkView};
 use ankusa_ops::preview::Preview;
 use ankusa_store::check::CheckReport;
 use ankusa_store::counters::Field;
@@ -59,6 +59,15 @@ pub enum Request {
         order: queries::DlqOrder,
     },
     DeadDetail(DeadRow),
+    /// The node's sinks, with their health when a daemon answers: one
+    /// request per refresh of the sinks screen.
+    Sinks,
+    /// One sink: its view (health, pauses) and the newest of its DLQ rows
+    /// (a bounded walk of the DLQ, `ankusa_ops::reads::dlq_page`).
+    Sink {
+        sink: SinkKey,
+        dlq_limit: usize,
+    },
     DryRun(ActionScope),
     Execute(ActionScope),
     /// The migration screen's poll (no lock taken).
@@ -102,6 +111,8 @@ pub enum Reply {
     Ranked {
         field: Field,
         rows: Vec<TenantInfo>,
+        /// Ids of the ranked tenants paused as a whole.
+        paused: Vec<String>,
         at: u64,
     },
     /// Counters and cumulative totals of the ranked rows shown.
@@ -111,6 +122,8 @@ pub enum Reply {
     Heatmap(HeatmapData),
     Dlq(DlqData),
     DeadDetail(Box<DeadDetail>),
+    Sinks(SinksData),
+    Sink(Box<SinkData>),
     DryRun(ActionScope, u64),
     Done(ActionResult),
     MigrationStatus {
@@ -156,6 +169,8 @@ pub struct Overview {
     /// The daemon's store write fault, when following a daemon whose store
     /// refuses writes (one stats request to its admin socket).
     pub store_fault: Option<ankusa_ops::model::StoreFault>,
+    /// Pauses in force (a read of at most `MAX_PAUSES` meta rows).
+    pub pauses: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +180,8 @@ pub struct TenantsData {
     /// Where the next page starts; None on the last page.
     pub next: Option<TenantsAfter>,
     pub total: u32,
+    /// Ids of the rows shown that are paused as a whole.
+    pub paused: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +193,9 @@ pub struct TenantData {
     pub first_due: Option<DueRow>,
     pub heat: Vec<u32>,
     pub dlq: DlqPage,
+    /// The pauses that hold its rows (of it, of a sink for it, of a sink
+    /// for every tenant).
+    pub paused: Vec<PauseView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,6 +244,82 @@ pub struct DeadDetail {
     pub preview: Option<Preview>,
 }
 
+/// A sink by its place: the source and its position in the source's
+/// sinks (the `sink` of its rows).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SinkKey {
+    pub source: String,
+    pub index: u16,
+}
+
+impl SinkKey {
+    /// `source/index`, the form the operator core resolves.
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.source, self.index)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinksData {
+    pub sinks: Vec<SinkView>,
+    /// Whether a daemon answered (its health figures are in the views).
+    pub live: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkData {
+    pub key: SinkKey,
+    /// None when the sink is not in the catalog (any more).
+    pub view: Option<SinkView>,
+    pub live: bool,
+    /// Its newest dead rows, each with its tenant's id.
+    pub dlq: Vec<(String, DeadRow)>,
+    /// Whether more of its rows may be older than those (the walk is
+    /// bounded: `ankusa_ops::reads::SINK_WALK`).
+    pub more: bool,
+}
+
+/// What a pause or a resume names: a tenant, a sink, or a sink for one
+/// tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseTarget {
+    pub tenant: Option<String>,
+    /// The sink, with its configured name (`SOURCE/NAME` is what the
+    /// operator types to confirm).
+    pub sink: Option<(SinkKey, String)>,
+}
+
+impl PauseTarget {
+    /// `tenant acme`, `sink shop/bravo`, `sink shop/bravo for tenant acme`.
+    pub fn label(&self) -> String {
+        match (&self.tenant, &self.sink) {
+            (Some(t), None) => format!("tenant {t}"),
+            (None, Some((k, n))) => format!("sink {}/{n} for every tenant", k.source),
+            (Some(t), Some((k, n))) => format!("sink {}/{n} for tenant {t}", k.source),
+            (None, None) => "nothing".into(),
+        }
+    }
+
+    /// What the operator types to confirm: the sink's `SOURCE/NAME`, else
+    /// the tenant's id.
+    pub fn word(&self) -> String {
+        match (&self.sink, &self.tenant) {
+            (Some((k, n)), _) => format!("{}/{n}", k.source),
+            (None, Some(t)) => t.clone(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The operator core's request (the sink by position: names may repeat
+    /// across a reconfiguration, positions are what rows carry).
+    pub fn request(&self) -> PauseRequest {
+        PauseRequest {
+            tenant: self.tenant.clone(),
+            sink: self.sink.as_ref().map(|(k, _)| k.path()),
+        }
+    }
+}
+
 /// The exact scope of a guarded action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionScope {
@@ -251,6 +347,10 @@ pub enum ActionScope {
     /// quarantine undecodable due rows, put back markers, set counters to
     /// the fold, make unowed hooks reclaimable.
     Repair,
+    /// Keep a scope's rows queued and unclaimed (nothing is lost).
+    Pause(PauseTarget),
+    /// Lift a pause: its rows become due at once.
+    Resume(PauseTarget),
 }
 
 impl ActionScope {
@@ -282,7 +382,15 @@ impl ActionScope {
             ActionScope::Repair => {
                 "repair this store: quarantine due rows that do not decode, put back missing markers, set every counter to the fold (ankusa store repair)".into()
             }
+            ActionScope::Pause(t) => format!("pause {}", t.label()),
+            ActionScope::Resume(t) => format!("resume {}", t.label()),
         }
+    }
+
+    /// Whether the guard counts the rows first (a pause changes no row,
+    /// and a resume's rows are counted by its job as it unparks them).
+    pub fn counts(&self) -> bool {
+        !matches!(self, ActionScope::Pause(_) | ActionScope::Resume(_))
     }
 
     /// What the operator must type to confirm.
@@ -294,6 +402,7 @@ impl ActionScope {
             ActionScope::ReplayRows { .. } | ActionScope::ReplayRange { .. } => "replay".into(),
             ActionScope::Migrate => "migrate".into(),
             ActionScope::Repair => "repair".into(),
+            ActionScope::Pause(t) | ActionScope::Resume(t) => t.word(),
         }
     }
 }
@@ -309,4 +418,6 @@ pub struct ActionResult {
     pub scope: ActionScope,
     pub expected: u64,
     pub touched: u64,
+    /// What the result says instead of a row count (a pause's outcome).
+    pub note: Option<String>,
 }

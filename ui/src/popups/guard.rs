@@ -1,7 +1,9 @@
-//! The guard of a destructive action (purge, replay, migrate, repair):
-//! the exact scope and the dry run's count first, then the typed
-//! confirmation (the tenant's name for a purge), then progress, then the
-//! result. Nothing runs before the typed word matches, and a running
+//! The guard of an action that changes what the node does (purge, replay,
+//! migrate, repair, pause, resume): the exact scope and the dry run's
+//! count first (a pause or a resume changes no row's content and is not
+//! counted), then the typed confirmation (the tenant's name for a purge or
+//! a tenant's pause, `SOURCE/NAME` for a sink's), then progress (a sink's
+//! resume is a job unparking its rows), then the result. Nothing runs before the typed word matches, and a running
 //! action cannot be interrupted from here (it is chunked and resumable).
 
 use crossterm::event::{KeyCode, KeyEvent};
@@ -137,12 +139,18 @@ pub fn since_scope(
 }
 
 impl Guard {
-    /// A new guard, counting its scope's rows.
+    /// A new guard, counting its scope's rows (or, for a scope that is not
+    /// counted, asking for the confirmation at once).
     pub fn new(scope: ActionScope) -> Self {
-        Guard {
-            scope,
-            stage: Stage::Counting,
-        }
+        let stage = if scope.counts() {
+            Stage::Counting
+        } else {
+            Stage::Confirm {
+                count: 0,
+                typed: String::new(),
+            }
+        };
+        Guard { scope, stage }
     }
 
     /// The dry run's count arrived (for this scope: a Tab may have changed
@@ -228,10 +236,20 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
     match stage {
         Stage::Counting => lines.push(Line::from(" Dry run: counting the rows this would touch…")),
         Stage::Confirm { count, typed } => {
-            lines.push(Line::from(Span::styled(
-                format!(" Dry run: {} row(s) would change.", num(*count as i64)),
-                theme.title(),
-            )));
+            lines.push(Line::from(match scope {
+                ActionScope::Pause(_) => Span::styled(
+                    " Its rows stay queued: none is claimed or dead-lettered, none is lost.",
+                    theme.title(),
+                ),
+                ActionScope::Resume(_) => Span::styled(
+                    " Its rows become due at once (a sink's parked rows, by a job).",
+                    theme.title(),
+                ),
+                _ => Span::styled(
+                    format!(" Dry run: {} row(s) would change.", num(*count as i64)),
+                    theme.title(),
+                ),
+            }));
             lines.push(Line::from(match scope {
                 ActionScope::Purge { .. } => {
                     " Tab: pending+dead / pending only / dead only. Purged rows are gone."
@@ -242,6 +260,10 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
                 ActionScope::Repair => {
                     " Counted: rows to quarantine, markers to put back, counters to set, hooks to reclaim."
                 }
+                ActionScope::Pause(_) => {
+                    " Inflight deliveries finish; retries burn no attempts while paused."
+                }
+                ActionScope::Resume(_) => " Deliveries start again within one dispatcher tick.",
                 _ => " Replayed rows become due now and leave the DLQ.",
             }));
             lines.push(Line::from(format!(
@@ -252,6 +274,13 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
                 Span::raw(" > "),
                 Span::styled(format!("{typed}▏"), theme.title()),
             ]));
+        }
+        Stage::Running(p) if p.total == 0 => {
+            // A resume's job counts as it goes: no total to measure against.
+            lines.push(Line::from(format!(
+                " Running: {} row(s) so far…",
+                num(p.done as i64)
+            )));
         }
         Stage::Running(p) => {
             lines.push(Line::from(format!(
@@ -270,6 +299,15 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
                 "#".repeat(filled),
                 ".".repeat(w - filled)
             )));
+        }
+        Stage::Done(Ok(ActionResult {
+            note: Some(note), ..
+        })) => {
+            lines.push(Line::from(Span::styled(
+                format!(" Done. {note}"),
+                theme.ok(),
+            )));
+            lines.push(Line::from(" Audited. Enter or Esc closes and refreshes."));
         }
         Stage::Done(Ok(r)) => {
             lines.push(Line::from(Span::styled(

@@ -14,13 +14,14 @@ pub mod log;
 pub mod migration;
 pub mod overview;
 pub mod pages;
+pub mod sinks;
 pub mod tenant;
 pub mod tenants;
 pub mod trends;
 
 use ankusa_store::rows::DeadRow;
 
-use crate::data::{ActionScope, Request};
+use crate::data::{ActionScope, Request, SinkKey};
 use crate::keymap::Tab;
 
 /// Width of the name column on the heatmap and lists.
@@ -44,6 +45,10 @@ pub enum Screen {
     },
     Migration,
     Log,
+    Sinks,
+    Sink {
+        sink: SinkKey,
+    },
 }
 
 impl Screen {
@@ -55,6 +60,7 @@ impl Screen {
             Screen::Dlq { .. } | Screen::DeadDetail { .. } => Tab::Dlq,
             Screen::Migration => Tab::Migration,
             Screen::Log => Tab::Log,
+            Screen::Sinks | Screen::Sink { .. } => Tab::Sinks,
         }
     }
 
@@ -69,6 +75,7 @@ impl Screen {
             },
             Tab::Migration => Screen::Migration,
             Tab::Log => Screen::Log,
+            Tab::Sinks => Screen::Sinks,
         }
     }
 }

@@ -138,6 +138,16 @@ pub fn draw(f: &mut Frame, o: Option<&Overview>, facts: Facts<'_>, theme: &Theme
         ),
         kv("daemon", daemon),
     ]);
+    if o.pauses > 0 {
+        lines.push(Line::from(vec![
+            Span::styled(format!("  {:<18}", "pauses"), theme.label()),
+            theme.paused_badge(),
+            Span::styled(
+                format!(" {} in force (2: tenants, 7: sinks)", num(o.pauses as i64)),
+                theme.paused(),
+            ),
+        ]));
+    }
     if let Some(fault) = &o.store_fault {
         // First among the warnings: while it lasts the node refuses every
         // hook, and a load balancer has taken it out.
@@ -176,7 +186,7 @@ pub fn draw(f: &mut Frame, o: Option<&Overview>, facts: Facts<'_>, theme: &Theme
     }
     lines.push(Line::from(""));
     lines.push(Line::from(
-        "  Enter: the oldest-due tenant   2: tenants   3: heatmap   4: DLQ",
+        "  Enter: the oldest-due tenant   2: tenants   3: heatmap   4: DLQ   7: sinks",
     ));
     let text_h = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
     let [text, chart] =

@@ -16,7 +16,7 @@ use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantData};
 use crate::fmt::{age, bytes, cut, num, utc};
 use crate::heatmap::{legend, zoom_label, HeatSpec};
-use crate::theme::{block, loading, Theme};
+use crate::theme::{block, block_with, loading, Theme};
 
 /// Rows of the tenant's DLQ shown when the terminal is `height` high.
 pub fn dlq_rows(height: u16) -> usize {
@@ -107,10 +107,22 @@ pub fn draw(
         )),
         Line::from(format!(" oldest due: {first}")),
     ];
-    f.render_widget(
-        Paragraph::new(lines).block(block(format!(" Tenant {} (ord {}) ", t.name, t.ord), theme)),
-        top,
-    );
+    // The header names each pause that holds its rows: its own, a sink's
+    // for it, a sink's for every tenant (the border cuts a long list;
+    // `7` lists the sinks).
+    let mut title = vec![Span::styled(
+        format!(" Tenant {} (ord {}) ", t.name, t.ord),
+        theme.title(),
+    )];
+    if !t.paused.is_empty() {
+        let names: Vec<&str> = t.paused.iter().map(|p| p.label.as_str()).collect();
+        title.push(theme.paused_badge());
+        title.push(Span::styled(
+            format!(": {} ", names.join("; ")),
+            theme.paused(),
+        ));
+    }
+    f.render_widget(Paragraph::new(lines).block(block_with(title)), top);
     let rate_lines = trends::block_lines(
         rates.series,
         &t.totals,

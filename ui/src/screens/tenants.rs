@@ -11,6 +11,7 @@ use ankusa_store::counters::Field;
 use ankusa_store::tenants::TenantInfo;
 use ankusa_store::Total;
 use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
@@ -18,7 +19,7 @@ use super::pages::Pages;
 use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantsAfter, TenantsData, TenantsQuery, RANK_LIMIT};
 use crate::fmt::{age, bytes, cut, num};
-use crate::theme::{block, loading, Theme, DEAD};
+use crate::theme::{block, loading, Theme, DEAD, PAUSED};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TenantsState {
@@ -38,6 +39,9 @@ pub struct TenantsState {
     /// The page's ordinals by the rate, fastest first (set by the app when
     /// the rows' rates change).
     pub rate_order: Vec<u32>,
+    /// Ids of the page's (or the ranking's) tenants paused as a whole, as
+    /// of their last reading.
+    pub paused: Vec<String>,
 }
 
 /// What the list is sorted by.
@@ -126,6 +130,7 @@ impl TenantsState {
     /// A page arrived; taken only if it answers the page shown now.
     pub fn on_page(&mut self, p: TenantsData) -> bool {
         if p.query.after == self.pages.at && p.query.filter == self.filter {
+            self.paused = p.paused.clone();
             self.page = Some(p);
             return true;
         }
@@ -137,11 +142,13 @@ impl TenantsState {
         &mut self,
         field: Field,
         rows: Vec<TenantInfo>,
+        paused: Vec<String>,
         at: u64,
         status: &mut String,
     ) -> bool {
         if self.sort == Some(field) {
             status.clear();
+            self.paused = paused;
             self.ranked = Some((field, rows, at));
             return true;
         }
@@ -243,6 +250,18 @@ impl TenantsState {
         self.sel = 0;
         self.page = None;
         true
+    }
+
+    /// Whether the tenant is paused as a whole (its PAUSED badge).
+    pub fn is_paused(&self, id: &str) -> bool {
+        self.paused.iter().any(|p| p == id)
+    }
+
+    /// The selected tenant: its id, and whether it is paused (`H`/`U`).
+    pub fn selected(&self, n: usize) -> Option<(String, bool)> {
+        self.rows(n)
+            .get(self.sel)
+            .map(|t| (t.id.clone(), self.is_paused(&t.id)))
     }
 
     /// Enter: the selected tenant's detail.
@@ -354,7 +373,20 @@ pub fn draw(
         .iter()
         .enumerate()
         .map(|(i, ti)| {
-            let mut cells = vec![ti.ord.to_string(), cut(&ti.id, NAME_COL)];
+            // A paused tenant's name makes room for the badge.
+            let paused = t.is_paused(&ti.id);
+            let name = if paused {
+                Line::from(vec![
+                    Span::raw(format!(
+                        "{} ",
+                        cut(&ti.id, NAME_COL.saturating_sub(PAUSED.len() + 1))
+                    )),
+                    theme.paused_badge(),
+                ])
+            } else {
+                Line::from(cut(&ti.id, NAME_COL))
+            };
+            let mut cells = vec![ti.ord.to_string(), String::new()];
             cells.extend(
                 counter_cells(&ti.counters)
                     .into_iter()
@@ -366,8 +398,11 @@ pub fn draw(
             // The count sits under the "dead" heading: the colour adds to
             // the words, it does not replace them.
             let dead = ti.counters.dead > 0;
+            let mut name = Some(name);
             let r = Row::new(cells.into_iter().enumerate().map(|(c, text)| {
-                if dead && c == DEAD_COL {
+                if c == 1 {
+                    Cell::from(name.take().unwrap_or_default())
+                } else if dead && c == DEAD_COL {
                     Cell::from(text).style(theme.dead())
                 } else {
                     Cell::from(text)

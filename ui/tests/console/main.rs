@@ -11,4 +11,5 @@ mod flows;
 mod migration;
 mod rates;
 mod screens;
+mod sinks;
 mod state;

@@ -177,6 +177,7 @@ fn overview(accepted: u64, delivered: u64) -> Overview {
         format: Some(3),
         quarantined: 0,
         store_fault: None,
+        pauses: 0,
     }
 }
 

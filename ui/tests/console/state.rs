@@ -131,6 +131,7 @@ fn navigation_keys_move_within_the_page_and_enter_opens_a_tenant() {
             rows: rows.clone(),
             next: None,
             total: 5,
+            paused: vec![],
         })),
         _ => None,
     });
@@ -267,6 +268,7 @@ fn filter_and_sort_ask_for_the_right_reads() {
         Request::Rank { field, .. } => Some(Reply::Ranked {
             field: *field,
             rows: ranked.clone(),
+            paused: vec![],
             at: NOW,
         }),
         _ => None,
@@ -298,6 +300,7 @@ fn guarded_actions_are_hidden_when_the_console_cannot_act() {
                 entries: vec![],
                 next: None,
             },
+            paused: vec![],
         });
         for c in ['P', 'A'] {
             let e = keys(&mut a, &c.to_string());
@@ -334,6 +337,7 @@ fn beside_a_daemon_actions_go_through_it() {
             entries: vec![],
             next: None,
         },
+        paused: vec![],
     });
     let e = keys(&mut a, "A");
     assert!(
@@ -362,6 +366,7 @@ fn purge_goes_through_dry_run_typed_name_progress_and_result() {
             entries: vec![],
             next: None,
         },
+        paused: vec![],
     });
     let e = keys(&mut a, "P");
     let scope = match fetches(&e)[..] {
@@ -398,6 +403,7 @@ fn purge_goes_through_dry_run_typed_name_progress_and_result() {
             scope: scope.clone(),
             expected: 12,
             touched: 12,
+            note: None,
         }))
     });
     assert!(
@@ -426,6 +432,7 @@ fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
             entries: vec![],
             next: None,
         },
+        paused: vec![],
     });
     let e = keys(&mut a, "P");
     answer(&mut a, e, |r| match r {
