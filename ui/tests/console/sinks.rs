@@ -87,6 +87,7 @@ fn health(ok: u64, failed: u64, streak: u64, status: u16, tenants: &[&str]) -> S
         latency_p50_ms: Some(12),
         latency_p99_ms: Some(480),
         failing_tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+        breaker: None,
     }
 }
 
