@@ -195,7 +195,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
     pub fn pauses(&self) -> Result<PausesPage> {
         match self {
             Operator::Daemon(c) => c.get(routes::PAUSES),
-            Operator::Store { store, who } => pauses::list(store, who),
+            Operator::Store { store, who } => reads::pauses_page(store, who),
         }
     }
 

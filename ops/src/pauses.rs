@@ -20,11 +20,12 @@
 //!   and the delete are one step under [`PAUSES`], as are a put's check
 //!   and write, so an operator's takeover cannot fall between them.
 
-use ankusa_store::pauses::{self, Origin, Pause, Scope, SinkRef};
-use ankusa_store::{sinks, Batch, Store};
+use ankusa_store::pauses::{self, Origin, Pause, Scope};
+use ankusa_store::{Batch, Store};
 
 use crate::access::Principal;
-use crate::model::{JobSpec, PauseRequest, PauseView, Paused, PausesPage, Resumed};
+use crate::model::{JobSpec, PauseRequest, Paused, Resumed};
+use crate::reads::{self, pause_view};
 use crate::{jobs, OpsError, Result};
 
 /// Serializes each read-decide-write of a pause record in this process.
@@ -35,26 +36,6 @@ fn hold() -> std::sync::MutexGuard<'static, ()> {
     PAUSES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Splits `source/sink` and resolves the sink (a name or a position)
-/// against the store's sink catalog.
-pub fn resolve_sink(store: &Store, name: &str) -> Result<SinkRef> {
-    let Some((source, sink)) = name.split_once('/') else {
-        return Err(OpsError::BadRequest(format!(
-            "sink {name:?}: name a sink as SOURCE/SINK (the sink by its name or position), e.g. shop/0"
-        )));
-    };
-    let catalog = sinks::catalog(store)?;
-    match sinks::resolve(&catalog, source, sink) {
-        Some(e) => Ok(SinkRef {
-            source: e.source,
-            sink: e.index,
-        }),
-        None => Err(OpsError::NotFound(format!(
-            "no sink {name:?}: `ankusa sinks list` names the node's sinks"
-        ))),
-    }
 }
 
 /// The scope a request names, checked against the caller.
@@ -68,7 +49,7 @@ pub fn scope_of(
         None => None,
     };
     let sink = match &req.sink {
-        Some(s) => Some(resolve_sink(store, s)?),
+        Some(s) => Some(reads::resolve_sink(store, s)?),
         None => None,
     };
     match (&req.tenant, &sink) {
@@ -87,60 +68,6 @@ pub fn scope_of(
             ord,
         )),
     }
-}
-
-fn view(pause: Pause) -> PauseView {
-    PauseView {
-        label: pause.scope.to_string(),
-        pause,
-    }
-}
-
-/// Every pause the caller may see: an admin all of them; a tenant caller
-/// those of its tenant and the node-wide sink pauses that hold its rows.
-pub fn list(store: &Store, who: &Principal) -> Result<PausesPage> {
-    let pauses = pauses::list(store)?
-        .into_iter()
-        .filter(|p| match (&who.tenant, &p.scope.tenant) {
-            (None, _) | (Some(_), None) => true,
-            (Some(own), Some(t)) => own == t,
-        })
-        .map(view)
-        .collect();
-    Ok(PausesPage { pauses })
-}
-
-/// Which of `ids` are paused as a whole (a tenants page's PAUSED badges):
-/// one read of the pauses, which are bounded ([`pauses::MAX_PAUSES`]).
-pub fn paused_among<'a>(
-    store: &Store,
-    ids: impl IntoIterator<Item = &'a str>,
-) -> Result<Vec<String>> {
-    let paused: std::collections::HashSet<String> = pauses::list(store)?
-        .into_iter()
-        .filter(|p| p.scope.sink.is_none())
-        .filter_map(|p| p.scope.tenant)
-        .collect();
-    Ok(ids
-        .into_iter()
-        .filter(|t| paused.contains(*t))
-        .map(str::to_owned)
-        .collect())
-}
-
-/// The pauses that hold `tenant`'s rows: of the tenant, of a sink for it,
-/// and of a sink for every tenant (a tenant detail's header).
-pub fn holding(store: &Store, tenant: &str) -> Result<Vec<PauseView>> {
-    Ok(pauses::list(store)?
-        .into_iter()
-        .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
-        .map(view)
-        .collect())
-}
-
-/// Whether `tenant` is paused as a whole (the PAUSED badge).
-pub fn tenant_paused(store: &Store, tenant: &str) -> Result<bool> {
-    Ok(pauses::get(store, &Scope::tenant(tenant))?.is_some())
 }
 
 /// Puts a pause in force (audited), or answers the one already there.
@@ -165,7 +92,7 @@ pub fn put(
         Some(p) if p.origin == Origin::Breaker && origin == Origin::Operator => {}
         Some(p) => {
             return Ok(Paused {
-                pause: view(p.clone()),
+                pause: pause_view(p.clone()),
                 created: false,
             })
         }
@@ -196,7 +123,7 @@ pub fn put(
     )?;
     store.commit(b, true)?;
     Ok(Paused {
-        pause: view(pause),
+        pause: pause_view(pause),
         created: true,
     })
 }
@@ -258,7 +185,7 @@ fn lift_from(
         jobs::audit_in(&mut b, who, "resume", &label, "done", 0, now)?;
         store.commit(b, true)?;
         return Ok(Resumed {
-            pause: view(pause),
+            pause: pause_view(pause),
             job: None,
         });
     }
@@ -270,7 +197,7 @@ fn lift_from(
         pauses::delete(b, &scope).map_err(OpsError::from)
     })?;
     Ok(Resumed {
-        pause: view(pause),
+        pause: pause_view(pause),
         job: Some(job),
     })
 }

@@ -7,15 +7,16 @@
 //! family. A tenant-scoped caller's DLQ reads scan only its tenant's `X`
 //! range.
 
-use ankusa_store::pauses;
+use ankusa_store::pauses::{self, Pause, Scope, SinkRef};
 use ankusa_store::queries::{self, DlqCursor, DlqOrder};
+use ankusa_store::sinks;
 use ankusa_store::tenants::{self, Name};
 use ankusa_store::{Field, HookId, Store};
 
 use crate::access::Principal;
 use crate::model::{
-    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, SinkView, SinksPage, Stats,
-    TenantDetail, TenantsPage,
+    AttemptView, DeadSink, DlqDetail, DlqEntry, DlqPage, HookView, PauseView, PausesPage, SinkView,
+    SinksPage, Stats, TenantDetail, TenantsPage,
 };
 use crate::{OpsError, Result};
 
@@ -61,7 +62,7 @@ pub fn tenants_page(
     limit: usize,
 ) -> Result<TenantsPage> {
     let mut page = tenants_rows(store, who, sort, cursor, limit)?;
-    page.paused = crate::pauses::paused_among(store, page.tenants.iter().map(|t| t.id.as_str()))?;
+    page.paused = paused_among(store, page.tenants.iter().map(|t| t.id.as_str()))?;
     Ok(page)
 }
 
@@ -143,7 +144,7 @@ pub fn tenant_detail(
     // A parked row's due time is a placeholder, not a time to show.
     let first = queries::first_due(store, ord)?.filter(|r| r.at < pauses::PARKED_AT);
     let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
-    let paused = crate::pauses::holding(store, tenant)?;
+    let paused = holding(store, tenant)?;
     Ok(TenantDetail {
         tenant: tenant.to_owned(),
         ord,
@@ -231,7 +232,7 @@ pub fn dlq_page(
     let page = match sink {
         None => queries::dlq_page_ordered(store, ord, order, cursor, limit)?,
         Some(name) => {
-            let sink = crate::pauses::resolve_sink(store, name)?;
+            let sink = resolve_sink(store, name)?;
             sink_page(store, ord, order, cursor, limit, &sink)?
         }
     };
@@ -377,4 +378,81 @@ pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDe
         dead,
         hook,
     })
+}
+
+// Pauses, as reads: the write side (pause, resume) is crate::pauses.
+
+/// Splits `source/sink` and resolves the sink (a name or a position)
+/// against the store's sink catalog.
+pub fn resolve_sink(store: &Store, name: &str) -> Result<SinkRef> {
+    let Some((source, sink)) = name.split_once('/') else {
+        return Err(OpsError::BadRequest(format!(
+            "sink {name:?}: name a sink as SOURCE/SINK (the sink by its name or position), e.g. shop/0"
+        )));
+    };
+    let catalog = sinks::catalog(store)?;
+    match sinks::resolve(&catalog, source, sink) {
+        Some(e) => Ok(SinkRef {
+            source: e.source,
+            sink: e.index,
+        }),
+        None => Err(OpsError::NotFound(format!(
+            "no sink {name:?}: `ankusa sinks list` names the node's sinks"
+        ))),
+    }
+}
+
+/// A pause as the API shows it.
+pub fn pause_view(pause: Pause) -> PauseView {
+    PauseView {
+        label: pause.scope.to_string(),
+        pause,
+    }
+}
+
+/// Every pause the caller may see: an admin all of them; a tenant caller
+/// those of its tenant and the node-wide sink pauses that hold its rows.
+pub fn pauses_page(store: &Store, who: &Principal) -> Result<PausesPage> {
+    let pauses = pauses::list(store)?
+        .into_iter()
+        .filter(|p| match (&who.tenant, &p.scope.tenant) {
+            (None, _) | (Some(_), None) => true,
+            (Some(own), Some(t)) => own == t,
+        })
+        .map(pause_view)
+        .collect();
+    Ok(PausesPage { pauses })
+}
+
+/// Which of `ids` are paused as a whole (a tenants page's PAUSED badges):
+/// one read of the pauses, which are bounded ([`pauses::MAX_PAUSES`]).
+pub fn paused_among<'a>(
+    store: &Store,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<String>> {
+    let paused: std::collections::HashSet<String> = pauses::list(store)?
+        .into_iter()
+        .filter(|p| p.scope.sink.is_none())
+        .filter_map(|p| p.scope.tenant)
+        .collect();
+    Ok(ids
+        .into_iter()
+        .filter(|t| paused.contains(*t))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The pauses that hold `tenant`'s rows: of the tenant, of a sink for it,
+/// and of a sink for every tenant (a tenant detail's header).
+pub fn holding(store: &Store, tenant: &str) -> Result<Vec<PauseView>> {
+    Ok(pauses::list(store)?
+        .into_iter()
+        .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
+        .map(pause_view)
+        .collect())
+}
+
+/// Whether `tenant` is paused as a whole (the PAUSED badge).
+pub fn tenant_paused(store: &Store, tenant: &str) -> Result<bool> {
+    Ok(pauses::get(store, &Scope::tenant(tenant))?.is_some())
 }

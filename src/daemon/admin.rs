@@ -472,7 +472,7 @@ async fn pauses_list(
     Caller(who): Caller,
     _: NoQuery,
 ) -> ApiResult<Response> {
-    let page = blocking(move || pauses::list(&s.store, &who)).await?;
+    let page = blocking(move || reads::pauses_page(&s.store, &who)).await?;
     Ok(Json(page).into_response())
 }
 

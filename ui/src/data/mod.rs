@@ -54,7 +54,7 @@ impl Feed {
                 let s = self.need()?;
                 let rows = tenants::top_by(s, *field, *limit)?;
                 let paused =
-                    ankusa_ops::pauses::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
+                    ankusa_ops::reads::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
                 Reply::Ranked {
                     field: *field,
                     rows,

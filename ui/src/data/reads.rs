@@ -107,7 +107,7 @@ impl Feed {
         let more = rows.len() > limit;
         rows.truncate(limit);
         let next = if more { rows.last().map(next_of) } else { None };
-        let paused = ankusa_ops::pauses::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
+        let paused = ankusa_ops::reads::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
         Ok(TenantsData {
             query: q.clone(),
             rows,
@@ -127,7 +127,7 @@ impl Feed {
         let s = self.need()?;
         let (name, paused) = match tenants::name_of(s, ord)? {
             Some(Name::Live(n)) => {
-                let paused = ankusa_ops::pauses::holding(s, &n)?;
+                let paused = ankusa_ops::reads::holding(s, &n)?;
                 (n, paused)
             }
             Some(Name::Erased) => ("(erased)".into(), Vec::new()),
