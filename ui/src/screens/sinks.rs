@@ -14,7 +14,7 @@
 //! by the configuration); the detail is that request and one bounded DLQ
 //! page. The list pages in memory: the whole catalog is one answer.
 
-use ankusa_ops::model::{SinkHealth, SinkView};
+use ankusa_ops::model::{BreakerState, SinkHealth, SinkView};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
@@ -29,6 +29,10 @@ use crate::theme::{block, loading, Theme, PAUSED};
 /// The word beside a sink whose last attempts failed (its colour is the
 /// error colour).
 pub const FAILING: &str = "FAILING";
+/// The state of a sink whose circuit breaker opened (its rows park).
+pub const BREAKER_OPEN: &str = "BREAKER OPEN";
+/// The state of a sink whose breaker lets one probe delivery through.
+pub const BREAKER_PROBING: &str = "PROBING";
 
 /// Columns that show latency and in-flight attempts from this width on.
 const WIDE: u16 = 120;
@@ -169,6 +173,18 @@ fn name(v: &SinkView) -> String {
 /// The state column: PAUSED, FAILING, "paused for N", ok, or blank with
 /// no figures; in words, with its colour.
 fn state(v: &SinkView, theme: &Theme) -> (String, Style) {
+    // The breaker's own word first: its pause is also `paused`, and an
+    // operator must tell it from a pause of their own.
+    match v
+        .health
+        .as_ref()
+        .and_then(|h| h.breaker.as_ref())
+        .map(|b| b.state)
+    {
+        Some(BreakerState::Open) => return (BREAKER_OPEN.into(), theme.error()),
+        Some(BreakerState::HalfOpen) => return (BREAKER_PROBING.into(), theme.warn()),
+        _ => {}
+    }
     if v.paused {
         return (PAUSED.into(), theme.paused());
     }
@@ -417,6 +433,33 @@ pub fn draw_detail(
             kv("deliveries"),
             Span::raw("no daemon: no delivery figures"),
         ])),
+    }
+    if let Some(b) = v.health.as_ref().and_then(|h| h.breaker.as_ref()) {
+        let line = match b.state {
+            BreakerState::Closed => Span::raw(format!("closed ({} trips)", b.trips)),
+            BreakerState::Open => Span::styled(
+                format!(
+                    "{BREAKER_OPEN}{}{}; backoff {}",
+                    b.opened_at
+                        .map(|t| format!(" for {}", age(now.saturating_sub(t))))
+                        .unwrap_or_default(),
+                    b.next_probe_at
+                        .map(|t| format!(", probe in {}", age(t.saturating_sub(now))))
+                        .unwrap_or_default(),
+                    age(b.backoff_ms)
+                ),
+                theme.error(),
+            ),
+            BreakerState::HalfOpen => Span::styled(
+                format!("{BREAKER_PROBING}: one delivery decides"),
+                theme.warn(),
+            ),
+        };
+        let mut spans = vec![kv("breaker"), line];
+        if let (Some(r), false) = (&b.reason, b.state == BreakerState::Closed) {
+            spans.push(Span::raw(format!(" ({r})")));
+        }
+        lines.push(Line::from(spans));
     }
     let paused = match (v.paused, v.paused_for.is_empty()) {
         (true, _) => Span::styled(

@@ -193,6 +193,82 @@ fn sinks_beside_a_daemon_one_failing_one_paused() {
     });
 }
 
+/// The breaker's own words: a tripped sink reads BREAKER OPEN in the list
+/// (not just PAUSED), and its detail says for how long, when it probes and
+/// why it tripped.
+#[test]
+fn a_tripped_breaker_is_named_in_the_list_and_the_detail() {
+    use ankusa_ops::model::{BreakerState, BreakerView};
+    let dir = tempfile::tempdir().expect("tempdir");
+    store_with_sinks(dir.path(), false);
+    let mut src = open(dir.path(), false);
+    let mut app = app_for(&src, 100, 30);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, "7");
+    beside_a_daemon(&mut app);
+    let mut views = live_views(false);
+    let tripped = views
+        .iter_mut()
+        .find(|v| v.source == "shop" && v.index == 1)
+        .expect("shop/1");
+    tripped.paused = true;
+    if let Some(h) = tripped.health.as_mut() {
+        h.breaker = Some(BreakerView {
+            state: BreakerState::Open,
+            opened_at: Some(NOW - 90_000),
+            next_probe_at: Some(NOW + 30_000),
+            backoff_ms: 120_000,
+            trips: 2,
+            reason: Some("5 consecutive failures".into()),
+        });
+    }
+    app.update(Msg::Reply(
+        Request::Sinks,
+        Ok(Reply::Sinks(SinksData {
+            sinks: views,
+            live: true,
+        })),
+    ));
+    let list = render(&app);
+    let row = list
+        .lines()
+        .find(|l| l.contains("shop/audit"))
+        .expect("the tripped sink's row");
+    assert!(row.contains("BREAKER OPEN"), "{list}");
+    let key = shop_audit();
+    let Ok(Reply::Sink(mut d)) = src.execute(
+        &Request::Sink {
+            sink: key.clone(),
+            dlq_limit: 10,
+        },
+        NOW,
+        &mut |_| {},
+    ) else {
+        panic!("no sink detail");
+    };
+    d.live = true;
+    d.view = app.sinks.data.as_ref().and_then(|l| {
+        l.sinks
+            .iter()
+            .find(|v| v.index == 1 && v.source == "shop")
+            .cloned()
+    });
+    app.stack = vec![Screen::Sinks, Screen::Sink { sink: key.clone() }];
+    app.update(Msg::Reply(
+        Request::Sink {
+            sink: key,
+            dlq_limit: 10,
+        },
+        Ok(Reply::Sink(d)),
+    ));
+    let detail = render(&app);
+    assert!(detail.contains("BREAKER OPEN for 1m30s"), "{detail}");
+    assert!(
+        detail.contains("probe in 30s") && detail.contains("5 consecutive failures"),
+        "{detail}"
+    );
+}
+
 #[test]
 fn sink_detail_on_a_stopped_store() {
     each_size("sink_detail_no_daemon", true, |a, s| {
