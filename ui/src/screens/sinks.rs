@@ -260,15 +260,17 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
             vec![
                 "sink", "endpoint", "state", "ok/1m", "fail/1m", "row", "last", "last ok",
             ],
+            // 78 columns inside the frame: failures in a row up to 99,999
+            // fit (a count in the thousands used to be cut to "1,2").
             vec![
-                Constraint::Length(15),
+                Constraint::Length(14),
                 Constraint::Length(17),
                 Constraint::Length(12),
                 Constraint::Length(5),
                 Constraint::Length(7),
-                Constraint::Length(3),
+                Constraint::Length(5),
                 Constraint::Length(4),
-                Constraint::Min(5),
+                Constraint::Min(7),
             ],
         ),
         (true, true) => (
@@ -301,7 +303,7 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
         ),
     };
     let (name_w, host_w) = match (d.live, wide) {
-        (true, false) => (15, 17),
+        (true, false) => (14, 17),
         (true, true) => (26, 26),
         (false, false) => (20, 22),
         (false, true) => (30, 36),
