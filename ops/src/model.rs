@@ -537,3 +537,24 @@ pub struct NodeState {
     /// Nothing owed: a draining node can be stopped with nothing lost.
     pub empty: bool,
 }
+
+/// One sample of the node's last hour (`GET /v1/admin/history`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistorySample {
+    /// When it was taken (ms).
+    pub at: u64,
+    /// The node's cumulative totals then.
+    pub totals: ankusa_store::counters::Totals,
+    /// Rows waiting (pending + scheduled).
+    pub backlog: i64,
+    /// How overdue the oldest due row was (0: none).
+    pub oldest_due_age_ms: u64,
+}
+
+/// `GET /v1/admin/history`: the daemon's samples of the node, oldest
+/// first, one per `step_ms`, an hour at most (kept in memory only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeHistory {
+    pub step_ms: u64,
+    pub samples: Vec<HistorySample>,
+}

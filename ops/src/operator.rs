@@ -18,8 +18,8 @@ use ankusa_store::Store;
 use crate::access::Principal;
 use crate::client::Client;
 use crate::model::{
-    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeState, PauseRequest, Paused, PausesPage,
-    PurgeRequest, ReplayRequest, Resumed, SinksPage, TenantDetail, TenantsPage,
+    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeHistory, NodeState, PauseRequest, Paused,
+    PausesPage, PurgeRequest, ReplayRequest, Resumed, SinksPage, TenantDetail, TenantsPage,
 };
 use crate::routes::{self, encode as enc};
 use crate::{jobs, node, pauses, reads, Result};
@@ -161,6 +161,15 @@ impl<S: Deref<Target = Store>> Operator<S> {
                     jobs::start_replay(store, who, &req, now).map(|j| Action::Started(Box::new(j)))
                 }
             }
+        }
+    }
+
+    /// The daemon's samples of the node's last hour; none without a daemon
+    /// (nothing of it is stored).
+    pub fn history(&self) -> Result<NodeHistory> {
+        match self {
+            Operator::Daemon(c) => c.get(routes::HISTORY),
+            Operator::Store { .. } => Ok(NodeHistory::default()),
         }
     }
 

@@ -32,6 +32,8 @@ pub const NODE: &str = "/v1/admin/node";
 pub const DRAIN: &str = "/v1/admin/node/drain";
 /// `POST`: stop draining.
 pub const UNDRAIN: &str = "/v1/admin/node/undrain";
+/// `GET`: the daemon's samples of the node's last hour (admin).
+pub const HISTORY: &str = "/v1/admin/history";
 /// `GET`: the node's sinks.
 pub const SINKS: &str = "/v1/admin/sinks";
 /// `GET`: Prometheus metrics (admin).

@@ -51,6 +51,8 @@ pub struct AdminState {
     pub clock: SharedClock,
     pub metrics: Arc<Metrics>,
     pub jobs: Arc<JobRunner>,
+    /// The node's last hour ([`super::history`]).
+    pub history: Arc<super::history::History>,
     pub started: Instant,
 }
 
@@ -267,6 +269,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route(routes::JOB, get(job))
         .route(routes::AUDIT, get(audit))
         .route(routes::NODE, get(node_state))
+        .route(routes::HISTORY, get(history))
         .route(routes::DRAIN, post(drain))
         .route(routes::UNDRAIN, post(undrain))
         .route(routes::SINKS, get(sinks_list))
@@ -416,6 +419,15 @@ async fn replay(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NoFields {}
+
+async fn history(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    who.require_admin("the node's history")?;
+    Ok(Json(s.history.snapshot()).into_response())
+}
 
 async fn node_state(
     State(s): State<Arc<AdminState>>,

@@ -50,6 +50,7 @@ pub mod config;
 pub mod delivery;
 pub mod dispatch;
 pub mod health;
+pub mod history;
 pub mod http;
 pub mod ingest;
 pub mod job_runner;
@@ -287,12 +288,14 @@ impl Daemon {
             .local_addr()
             .wrap_err("cannot read the bound address")?;
         let jobs = Arc::new(job_runner::JobRunner::default());
+        let node_history = Arc::new(history::History::default());
         let admin_state = Arc::new(admin::AdminState {
             store: store.clone(),
             settings: settings.admin.clone(),
             clock: clock_for_archive.clone(),
             metrics: metrics.clone(),
             jobs: jobs.clone(),
+            history: node_history.clone(),
             started: std::time::Instant::now(),
         });
         let admin_socket =
@@ -334,6 +337,12 @@ impl Daemon {
             stop_rx.clone(),
         ));
         let dispatch = dispatcher.map(|d| d.start(stop_rx.clone()));
+        let sampler = history::start(
+            store.clone(),
+            clock_for_archive.clone(),
+            node_history,
+            stop_rx.clone(),
+        );
         let breakers = breaker::start(
             store.clone(),
             clock_for_archive.clone(),
@@ -427,6 +436,7 @@ impl Daemon {
         if let Some(b) = breakers {
             let _ = b.await;
         }
+        let _ = sampler.await;
         for srv in admin_servers {
             if tokio::time::timeout(admin::SHUTDOWN_GRACE, srv)
                 .await

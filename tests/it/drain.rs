@@ -74,6 +74,20 @@ async fn a_drained_node_fails_readiness_delivers_what_it_holds_and_keeps_drainin
             .unwrap();
         assert_eq!(r.status(), 202);
     }
+    // The daemon's last hour starts with a sample at boot (admin API).
+    let dir_store = d.store.clone();
+    let h: ankusa_ops::model::NodeHistory = tokio::task::spawn_blocking(move || {
+        // The operator client is blocking: off the test's runtime.
+        let probe = ankusa_ops::client::Client::probe(&dir_store, None).unwrap();
+        let ankusa_ops::client::Probe::Daemon(admin) = probe else {
+            panic!("no daemon on the socket");
+        };
+        admin.get(ankusa_ops::routes::HISTORY).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(h.step_ms, 10_000);
+    assert!(!h.samples.is_empty(), "a sample at boot");
     ankusa(&["node", "drain", "--store", &store]);
     let (status, v) = healthz(&c, &d).await;
     assert_eq!(

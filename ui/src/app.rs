@@ -92,6 +92,8 @@ pub struct App {
     /// Fetches sent and not answered yet.
     pub busy: usize,
     pub last_refresh: Option<u64>,
+    /// Whether the daemon's last hour was asked for (once, in FOLLOW mode).
+    pub history_asked: bool,
     pub quit: bool,
 }
 
@@ -150,6 +152,7 @@ impl App {
             error: None,
             busy: 0,
             last_refresh: None,
+            history_asked: false,
             quit: false,
         }
     }
@@ -279,6 +282,10 @@ impl App {
     fn refresh(&mut self) -> Vec<Effect> {
         self.last_refresh = Some(self.now);
         let mut reqs = vec![Request::Refresh];
+        if !self.history_asked && matches!(self.header.mode, OpenMode::Follow { .. }) {
+            self.history_asked = true;
+            reqs.push(Request::History);
+        }
         reqs.extend(self.screen_requests());
         self.fetch(reqs)
     }
@@ -486,6 +493,19 @@ impl App {
                 }
             }
             Reply::DeadDetail(d) => self.detail = Some(*d),
+            Reply::History(h) => {
+                let seed: Vec<Sample> = h
+                    .samples
+                    .iter()
+                    .map(|x| Sample {
+                        at: x.at,
+                        totals: x.totals,
+                        backlog: x.backlog,
+                        oldest_age_ms: Some(x.oldest_due_age_ms),
+                    })
+                    .collect();
+                self.rates.seed_node(&seed);
+            }
             Reply::Sinks(d) => {
                 let n = self.list_rows();
                 self.sinks.on_sinks(d, n);

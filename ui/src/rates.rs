@@ -262,6 +262,32 @@ impl RateBook {
         self.node.push(s)
     }
 
+    /// Puts the daemon's samples of the last hour (oldest first) before the
+    /// node's own readings, so the trends cover the hour before the console
+    /// opened. Readings already taken that are newer than the last seed stay.
+    pub fn seed_node(&mut self, seed: &[Sample]) {
+        let mut series = Series::default();
+        for s in seed {
+            series.push(*s);
+        }
+        let last = series.last().map_or(0, |s| s.at);
+        let mine: Vec<Sample> = self
+            .node
+            .history
+            .iter()
+            .chain(self.node.recent.iter())
+            .filter(|s| s.at > last)
+            .copied()
+            .collect();
+        let mut mine = mine;
+        mine.sort_by_key(|s| s.at);
+        mine.dedup_by_key(|s| s.at);
+        for s in mine {
+            series.push(s);
+        }
+        self.node = series;
+    }
+
     pub fn sample_tenant(&mut self, ord: u32, s: Sample) -> bool {
         self.clock += 1;
         if !self.tenants.contains_key(&ord) && self.tenants.len() >= MAX_TENANT_SERIES {

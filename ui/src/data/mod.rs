@@ -92,6 +92,7 @@ impl Feed {
             } => Reply::Dlq(self.dlq(*ord, *cursor, *limit, *order)?),
             Request::DeadDetail(row) => Reply::DeadDetail(Box::new(self.dead_detail(row)?)),
             Request::Sinks => Reply::Sinks(self.sinks()?),
+            Request::History => Reply::History(self.history()?),
             Request::Sink { sink, dlq_limit } => {
                 Reply::Sink(Box::new(self.sink(sink, *dlq_limit)?))
             }

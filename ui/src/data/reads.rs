@@ -166,6 +166,12 @@ impl Feed {
     }
 
     /// The sinks screen: one sinks request (to the daemon, or the store).
+    /// The daemon's last hour of the node; none without a daemon.
+    pub(super) fn history(&self) -> Result<ankusa_ops::model::NodeHistory, DataError> {
+        let (op, _) = self.reader()?;
+        Ok(op.history()?)
+    }
+
     pub(super) fn sinks(&self) -> Result<SinksData, DataError> {
         let (op, live) = self.reader()?;
         let page = op.sinks()?;

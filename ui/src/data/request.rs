@@ -62,6 +62,9 @@ pub enum Request {
     /// The node's sinks, with their health when a daemon answers: one
     /// request per refresh of the sinks screen.
     Sinks,
+    /// The daemon's samples of the node's last hour: asked once, when the
+    /// console first finds a daemon, to seed the trends.
+    History,
     /// One sink: its view (health, pauses) and the newest of its DLQ rows
     /// (a bounded walk of the DLQ, `ankusa_ops::reads::dlq_page`).
     Sink {
@@ -124,6 +127,7 @@ pub enum Reply {
     DeadDetail(Box<DeadDetail>),
     Sinks(SinksData),
     Sink(Box<SinkData>),
+    History(ankusa_ops::model::NodeHistory),
     DryRun(ActionScope, u64),
     Done(ActionResult),
     MigrationStatus {

@@ -230,3 +230,57 @@ fn without_a_daemon_there_are_no_rates() {
         assert!(!a.rates_live());
     }
 }
+
+/// A console opened beside a running daemon starts with the daemon's last
+/// hour: seeded samples before its own readings give a ten-minute trend at
+/// once, and readings it took before the seed arrived are kept after it.
+#[test]
+fn the_daemons_last_hour_seeds_the_node_trends() {
+    let mut book = RateBook::default();
+    let now = T0 + 3_600_000;
+    // One reading of its own, taken before the history answered.
+    assert!(book.sample_node(sample(now + 1_000, 36_100, 36_000, 50)));
+    assert!(
+        book.node().backlog_trend().is_none(),
+        "one reading: no trend yet"
+    );
+    // The daemon's hour: a sample every 10 s, backlog falling from 410 to 50.
+    let seed: Vec<Sample> = (0..360u64)
+        .map(|i| sample(T0 + i * 10_000, i * 100, i * 100, 410 - i as i64))
+        .collect();
+    book.seed_node(&seed);
+    let node = book.node();
+    let t = node.backlog_trend().expect("a trend at once");
+    assert_eq!(t.dir, Dir::Down, "{t:?}");
+    assert_eq!(t.now, 50, "the console's own reading is the newest");
+    assert!(
+        node.history_span_ms() >= 3_500_000,
+        "{}",
+        node.history_span_ms()
+    );
+    assert!(node.rate(Total::Delivered).is_some());
+    // A seed newer than nothing it has changes nothing of its order.
+    assert_eq!(node.last().map(|s| s.at), Some(now + 1_000));
+}
+
+/// In FOLLOW mode the first refresh asks the daemon for its last hour,
+/// once; a store opened read-only never asks (it has no daemon to ask).
+#[test]
+fn the_history_is_asked_once_and_only_beside_a_daemon() {
+    use ankusa_ui::app::Effect;
+    let asks = |e: &[Effect]| {
+        e.iter()
+            .filter(|x| matches!(x, Effect::Fetch(Request::History)))
+            .count()
+    };
+    let mut a = follow_app();
+    assert_eq!(asks(&a.update(Msg::Tick(T0))), 1);
+    a.update(Msg::Reply(
+        Request::Refresh,
+        Ok(Reply::Refreshed(DaemonStatus::Running(7))),
+    ));
+    assert_eq!(asks(&a.update(Msg::Tick(T0 + 5_000))), 0, "asked once");
+    let mut ro = follow_app();
+    ro.header.mode = OpenMode::ReadOnly;
+    assert_eq!(asks(&ro.update(Msg::Tick(T0))), 0);
+}
