@@ -7,7 +7,7 @@
 //! family. A tenant-scoped caller's DLQ reads scan only its tenant's `X`
 //! range.
 
-use ankusa_store::pauses::{self, Pause, Scope, SinkRef};
+use ankusa_store::pauses::{self, Pause, SinkRef};
 use ankusa_store::queries::{self, DlqCursor, DlqOrder};
 use ankusa_store::sinks;
 use ankusa_store::tenants::{self, Name};
@@ -450,9 +450,4 @@ pub fn holding(store: &Store, tenant: &str) -> Result<Vec<PauseView>> {
         .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
         .map(pause_view)
         .collect())
-}
-
-/// Whether `tenant` is paused as a whole (the PAUSED badge).
-pub fn tenant_paused(store: &Store, tenant: &str) -> Result<bool> {
-    Ok(pauses::get(store, &Scope::tenant(tenant))?.is_some())
 }

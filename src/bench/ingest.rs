@@ -202,7 +202,14 @@ url = "http://127.0.0.1:9/sink"
         let before = cpu_now();
         let started = Instant::now();
         let requests = per_round / BATCH_ENTRIES;
-        let (lat, r) = client_rt.block_on(drive_batches(daemon.addr, requests, clients.min(16)))?;
+        let (lat, r) = client_rt.block_on(drive_requests(
+            daemon.addr,
+            requests,
+            clients.min(16),
+            batch_request,
+            // Counted only when every entry of it was accepted.
+            |status, answer| status == 200 && answer.windows(11).any(|w| w == b"\"refused\":0"),
+        ))?;
         batch_run.add(started, lat, r, BATCH_ENTRIES);
         cpu[3].add(before, cpu_now());
         let round = daemon.batches_since(seen)?;
@@ -402,6 +409,51 @@ impl BenchDaemon {
 /// benchmark of the daemon should spend as little of them on the client as
 /// a load generator like `wrk` would.
 pub(super) async fn drive(addr: SocketAddr, total: u64, clients: usize) -> Result<(Vec<f64>, u64)> {
+    drive_requests(addr, total, clients, single_request, |status, _| {
+        status == 202
+    })
+    .await
+}
+
+/// One request of the load: path, tenant header, body.
+type Req = (&'static str, Option<String>, Vec<u8>);
+
+/// Hook `i` as a single request.
+fn single_request(i: u64) -> Req {
+    (
+        "/v1/sources/bench/hooks",
+        Some(format!("tenant-{}", i % TENANTS)),
+        body_for(i),
+    )
+}
+
+/// Request `i` of the batch cell: [`BATCH_ENTRIES`] entries, one per line.
+fn batch_request(i: u64) -> Req {
+    let mut body = Vec::with_capacity(BATCH_ENTRIES as usize * (BODY_BYTES + 64));
+    for k in 0..BATCH_ENTRIES {
+        let n = 1_000_000_000 + i * BATCH_ENTRIES + k;
+        let text = String::from_utf8_lossy(&body_for(n)).replace('"', "\\\"");
+        body.extend_from_slice(
+            format!(
+                "{{\"tenant\":\"tenant-{}\",\"body\":\"{text}\"}}\n",
+                n % TENANTS
+            )
+            .as_bytes(),
+        );
+    }
+    ("/v1/sources/bench/hooks:batch", None, body)
+}
+
+/// Sends `total` requests made by `make` from `clients` keep-alive
+/// connections; returns the latency (ms) of each answer `ok` accepts and
+/// the count of the others (and of failed connections).
+async fn drive_requests(
+    addr: SocketAddr,
+    total: u64,
+    clients: usize,
+    make: fn(u64) -> Req,
+    ok: fn(u16, &[u8]) -> bool,
+) -> Result<(Vec<f64>, u64)> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
@@ -415,6 +467,7 @@ pub(super) async fn drive(addr: SocketAddr, total: u64, clients: usize) -> Resul
                 if i >= total {
                     break;
                 }
+                let (path, tenant, body) = make(i);
                 let t = Instant::now();
                 let c = match conn.take() {
                     Some(c) => c,
@@ -426,13 +479,13 @@ pub(super) async fn drive(addr: SocketAddr, total: u64, clients: usize) -> Resul
                         }
                     },
                 };
-                match c.post(i).await {
-                    Ok((202, c)) => {
-                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
-                        conn = Some(c);
-                    }
-                    Ok((_, c)) => {
-                        refused += 1;
+                match c.send(path, tenant.as_deref(), &body).await {
+                    Ok((status, answer, c)) => {
+                        if ok(status, &answer) {
+                            lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                        } else {
+                            refused += 1;
+                        }
                         conn = Some(c);
                     }
                     Err(_) => refused += 1,
@@ -465,15 +518,6 @@ impl Conn {
             stream,
             buf: Vec::with_capacity(1024),
         })
-    }
-
-    /// Posts hook `i`; returns the status and the connection for reuse.
-    async fn post(self, i: u64) -> std::io::Result<(u16, Conn)> {
-        let tenant = format!("tenant-{}", i % TENANTS);
-        let (status, _, c) = self
-            .send("/v1/sources/bench/hooks", Some(&tenant), &body_for(i))
-            .await?;
-        Ok((status, c))
     }
 
     /// POSTs `body` to `path`; returns the status, the answer's body and
@@ -613,7 +657,7 @@ fn cpu_now() -> Cpu {
             c.client += secs;
         } else if name.starts_with("bench-http") || name.starts_with("bench-floor") {
             c.server += secs;
-        } else if name.starts_with("ankusa-writer") || name.starts_with("ankusa") {
+        } else if name.starts_with("ankusa") {
             c.writer += secs;
         }
     }
@@ -693,71 +737,6 @@ impl FloorServer {
         }
         Ok(())
     }
-}
-
-/// Posts `total` batch requests of [`BATCH_ENTRIES`] entries from
-/// `clients` keep-alive connections; returns each request's latency (ms)
-/// when every entry was accepted, and the count of requests that were not.
-async fn drive_batches(addr: SocketAddr, total: u64, clients: usize) -> Result<(Vec<f64>, u64)> {
-    let next = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        let next = next.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut refused = 0u64;
-            let mut conn: Option<Conn> = None;
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    break;
-                }
-                let t = Instant::now();
-                let c = match conn.take() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => c,
-                        Err(_) => {
-                            refused += 1;
-                            continue;
-                        }
-                    },
-                };
-                let mut body = Vec::with_capacity(BATCH_ENTRIES as usize * (BODY_BYTES + 64));
-                for k in 0..BATCH_ENTRIES {
-                    let n = 1_000_000_000 + i * BATCH_ENTRIES + k;
-                    let text = String::from_utf8_lossy(&body_for(n)).replace('"', "\\\"");
-                    body.extend_from_slice(
-                        format!(
-                            "{{\"tenant\":\"tenant-{}\",\"body\":\"{text}\"}}\n",
-                            n % TENANTS
-                        )
-                        .as_bytes(),
-                    );
-                }
-                match c.send("/v1/sources/bench/hooks:batch", None, &body).await {
-                    Ok((200, answer, c)) if answer.windows(11).any(|w| w == b"\"refused\":0") => {
-                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
-                        conn = Some(c);
-                    }
-                    Ok((_, _, c)) => {
-                        refused += 1;
-                        conn = Some(c);
-                    }
-                    Err(_) => refused += 1,
-                }
-            }
-            (lat, refused)
-        }));
-    }
-    let mut all = Vec::new();
-    let mut refused = 0;
-    for t in tasks {
-        let (lat, r) = t.await.wrap_err("client task failed")?;
-        all.extend(lat);
-        refused += r;
-    }
-    Ok((all, refused))
 }
 
 /// Writes batches straight to a store exactly as the daemon's writer

@@ -168,14 +168,19 @@ async fn handle(
         return Err(Outcome::BatchTooLarge);
     }
     let now = app.clock.now_ms();
-    let checked: Vec<Checked> = lines
-        .iter()
-        .map(|l| check(&source, default_tenant.as_deref(), l, now))
-        .collect();
-    let good: Vec<Envelope> = checked
-        .iter()
-        .filter_map(|c| c.as_ref().ok().cloned())
-        .collect();
+    // Each entry's refusal, or `None` for one that goes to the writer; the
+    // accepted envelopes move to the writer (bodies are not copied).
+    let mut refusals = Vec::with_capacity(lines.len());
+    let mut good = Vec::with_capacity(lines.len());
+    for l in &lines {
+        match check(&source, default_tenant.as_deref(), l, now) {
+            Ok(env) => {
+                good.push(env);
+                refusals.push(None);
+            }
+            Err(o) => refusals.push(Some(o)),
+        }
+    }
     let mut written = if good.is_empty() {
         Vec::new().into_iter()
     } else {
@@ -187,13 +192,13 @@ async fn handle(
         // Dropped unanswered: nothing of it was committed.
         rx.await.map_err(|_| Outcome::StoreUnavailable)?.into_iter()
     };
-    Ok(checked
+    Ok(refusals
         .into_iter()
-        .map(|c| match c {
-            Ok(_) => Ok(written
+        .map(|r| match r {
+            None => Ok(written
                 .next()
                 .unwrap_or(WriteOutcome::Refused(Outcome::StoreUnavailable))),
-            Err(o) => Err(o),
+            Some(o) => Err(o),
         })
         .collect())
 }

@@ -349,11 +349,6 @@ impl Paused {
             ))
     }
 
-    /// Number of pauses that apply.
-    pub fn len(&self) -> usize {
-        self.tenants.len() + self.sinks.len() + self.tenant_sinks.len()
-    }
-
     /// Pauses of tenants, of sinks, and of sinks for one tenant.
     pub fn counts(&self) -> (usize, usize, usize) {
         (
