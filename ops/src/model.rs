@@ -450,6 +450,12 @@ pub struct SinkView {
     /// Tenants it is paused for alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused_for: Vec<String>,
+    /// Rows waiting for it, every tenant's (due, retrying or parked): from
+    /// the store's per-sink count, so true with or without a daemon.
+    /// Absent for a tenant-scoped caller, and on a store an earlier release
+    /// wrote until a daemon has booted on it (which counts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<i64>,
     /// How its deliveries have gone: present when a daemon answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<SinkHealth>,

@@ -168,9 +168,22 @@ pub fn tenant_detail(
 /// pauses. A tenant caller sees every sink and only its own tenant pauses.
 pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
     let all = pauses::list(store)?;
-    let sinks = ankusa_store::sinks::catalog(store)?
+    let catalog = ankusa_store::sinks::catalog(store)?;
+    // Node-wide counts: a tenant's token does not see other tenants' load.
+    let waiting = match who.tenant {
+        Some(_) => None,
+        None => {
+            let keys: Vec<(String, u16)> = catalog
+                .iter()
+                .map(|e| (e.source.clone(), e.index))
+                .collect();
+            ankusa_store::waiting::waiting(store, &keys)?
+        }
+    };
+    let sinks = catalog
         .into_iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
             let mine = |p: &&pauses::Pause| {
                 p.scope
                     .sink
@@ -189,6 +202,7 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
                 index: e.index,
                 name: e.name,
                 endpoint: e.endpoint,
+                waiting: waiting.as_ref().and_then(|w| w.get(i).copied()),
                 health: None,
             }
         })

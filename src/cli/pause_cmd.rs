@@ -121,6 +121,12 @@ pub fn sinks(cmd: SinksCommand) -> Result<ExitCode> {
                 println!("sink       {}/{} (position {})", v.source, v.name, v.index);
                 println!("endpoint   {}", v.endpoint);
                 println!("paused     {}", paused_text(&v));
+                match v.waiting {
+                    Some(w) => println!("waiting    {w} row(s) (due, retrying or parked)"),
+                    None => println!(
+                        "waiting    not counted (a store an earlier release wrote: the daemon counts it when it starts)"
+                    ),
+                }
                 match &v.health {
                     None => println!("health     no daemon: no delivery figures"),
                     Some(h) => {
@@ -235,6 +241,7 @@ fn sinks_table(sinks: &[SinkView]) -> String {
                 v.index.to_string(),
                 v.endpoint.clone(),
                 paused_text(v),
+                v.waiting.map_or("-".to_owned(), |w| w.to_string()),
                 n(|h| h.delivered_1m),
                 n(|h| h.failed_1m),
                 n(|h| h.consecutive_failures),
@@ -247,8 +254,8 @@ fn sinks_table(sinks: &[SinkView]) -> String {
         .collect();
     let mut out = output::table(
         &[
-            "sink", "position", "endpoint", "paused", "ok/1m", "fail/1m", "streak", "last", "p99",
-            "breaker",
+            "sink", "position", "endpoint", "paused", "waiting", "ok/1m", "fail/1m", "streak",
+            "last", "p99", "breaker",
         ],
         &rows,
     );

@@ -361,6 +361,24 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
         "Rows moved to the quarantine because they did not decode (see `ankusa store quarantine list`).",
         &ankusa_store::quarantine::count(store)?,
     );
+    // Rows waiting per sink: one multi-get over the catalog (the
+    // configuration's sinks, so the labels stay bounded). Absent until a
+    // store an earlier release wrote is counted.
+    let catalog = ankusa_store::sinks::catalog(store)?;
+    let keys: Vec<(String, u16)> = catalog
+        .iter()
+        .map(|e| (e.source.clone(), e.index))
+        .collect();
+    if let Some(waiting) = ankusa_store::waiting::waiting(store, &keys)? {
+        let name = "ankusa_sink_waiting_rows";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Rows waiting for the sink (due, retrying or parked), from the store's per-sink count.\n# TYPE {name} gauge"
+        );
+        for ((src, i), n) in keys.iter().zip(waiting) {
+            let _ = writeln!(out, "{name}{{source=\"{src}\",sink=\"{i}\"}} {n}");
+        }
+    }
     let oldest = g
         .oldest_due
         .filter(|o| o.at <= now)

@@ -187,6 +187,20 @@ impl Daemon {
                 "put back the active marker of tenants whose first due row had none"
             );
         }
+        // A store an earlier release wrote has no rows-waiting count per
+        // sink yet: count it once, before the writer and the dispatcher
+        // can move a row, which the recount's fold-then-put needs.
+        if !ankusa_store::waiting::counted(&store).wrap_err("cannot read the store")? {
+            let started = std::time::Instant::now();
+            let r = ankusa_store::waiting::recount_waiting(&store)
+                .wrap_err("cannot count the rows waiting per sink")?;
+            tracing::info!(
+                sinks = r.sinks,
+                rows = r.rows,
+                took_ms = started.elapsed().as_millis() as u64,
+                "counted the rows waiting per sink (once, for a store an earlier release wrote)"
+            );
+        }
         // What the console and the command line name sinks by when no
         // daemon answers: this configuration's sinks.
         let catalog: Vec<_> = settings.sources.iter().flat_map(|s| s.catalog()).collect();

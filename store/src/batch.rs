@@ -35,6 +35,10 @@ pub struct Batch {
     /// Active markers already put by this batch: rows of one tenant in one
     /// second share a marker.
     pub(crate) markers: HashSet<(u64, u32)>,
+    /// Set by the format 2 -> 3 migration: its rows are counted per sink
+    /// by the first recount instead ([`crate::sinks::recount_waiting`]),
+    /// which saves a hook read per row moved.
+    pub(crate) sinks_uncounted: bool,
 }
 
 impl Batch {
@@ -87,6 +91,17 @@ impl Batch {
     /// Counts `n` transitions of kind `t` in `ord`'s cumulative total.
     pub(crate) fn tally(&mut self, ord: u32, t: Total, n: u64) {
         self.deltas.add_total(ord, t, n);
+    }
+
+    /// A due row of `(seq, sink)` put (`+1`) or deleted (`-1`): counted in
+    /// the rows waiting for its sink on commit.
+    pub(crate) fn move_due(&mut self, seq: u64, sink: u16, delta: i64) {
+        self.deltas.add_due_move(seq, sink, delta);
+    }
+
+    /// Hook `seq`, put by this batch, came through `source`.
+    pub(crate) fn note_source(&mut self, seq: u64, source: &str) {
+        self.deltas.note_source(seq, source);
     }
 
     pub(crate) fn count_quarantined(&mut self, delta: i64) {

@@ -68,6 +68,14 @@ pub enum Mismatch {
     OrdinalPastNext { ord: u32, next_ord: u32 },
     /// The node's quarantined-row counter differs from the `Q` rows.
     QuarantineCount { stored: i64, counted: i64 },
+    /// The rows waiting for a sink differ from the fold
+    /// ([`crate::waiting`]).
+    SinkWaiting {
+        source: String,
+        sink: u16,
+        stored: i64,
+        folded: i64,
+    },
     /// A key or value that does not decode.
     Undecodable {
         family: &'static str,
@@ -505,6 +513,33 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
                     field: field.name(),
                     stored: s.get(field),
                     folded: f.get(field),
+                });
+            }
+        }
+    }
+    // Rows waiting per sink, once the store is counted (an earlier
+    // release's store is counted by the daemon's next boot).
+    if crate::waiting::counted(store)? {
+        progress("sinks", 0);
+        let folded = crate::waiting::fold_waiting(store)?;
+        let mut bad = Vec::new();
+        let stored = crate::waiting::stored_waiting(store, |d| bad.push(d))?;
+        for detail in bad {
+            rep.push(Mismatch::Undecodable {
+                family: "counters",
+                detail,
+            });
+        }
+        let sinks: BTreeSet<&(String, u16)> = folded.keys().chain(stored.keys()).collect();
+        for key in sinks {
+            let s = stored.get(key).copied().unwrap_or(0);
+            let f = folded.get(key).copied().unwrap_or(0);
+            if s != f {
+                rep.push(Mismatch::SinkWaiting {
+                    source: key.0.clone(),
+                    sink: key.1,
+                    stored: s,
+                    folded: f,
                 });
             }
         }

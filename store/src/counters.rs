@@ -223,6 +223,15 @@ pub struct CounterDeltas {
     totals: BTreeMap<(u32, Total), u64>,
     /// Change of the node's quarantined-row count ([`QUARANTINED`]).
     quarantined: i64,
+    /// Due rows put (+1) and deleted (-1) per delivery row `(seq, sink)`:
+    /// the rows waiting per sink. A row's sink is named by its hook's
+    /// source, which no due key holds, so [`crate::Store::commit`] resolves
+    /// what does not net to zero (a park moves a row without changing any
+    /// count) through [`CounterDeltas::sink_ops`].
+    due_moves: BTreeMap<(u64, u16), i64>,
+    /// Sources of the hooks this batch ingests, so their rows resolve
+    /// without a read.
+    sources: BTreeMap<u64, String>,
 }
 
 impl CounterDeltas {
@@ -252,7 +261,53 @@ impl CounterDeltas {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.deltas.is_empty() && self.totals.is_empty() && self.quarantined == 0
+        self.deltas.is_empty()
+            && self.totals.is_empty()
+            && self.quarantined == 0
+            && self.due_moves.is_empty()
+    }
+
+    /// A due row of delivery row `(seq, sink)` put (`+1`) or deleted (`-1`).
+    pub(crate) fn add_due_move(&mut self, seq: u64, sink: u16, delta: i64) {
+        let e = self.due_moves.entry((seq, sink)).or_insert(0);
+        *e = e.wrapping_add(delta);
+        if *e == 0 {
+            self.due_moves.remove(&(seq, sink));
+        }
+    }
+
+    /// Hook `seq`, written by this batch, came through `source`.
+    pub(crate) fn note_source(&mut self, seq: u64, source: &str) {
+        self.sources.insert(seq, source.to_owned());
+    }
+
+    /// This batch's net change of the rows waiting per `(source, sink)`,
+    /// each hook's source read once through `source_of` unless the batch
+    /// ingests it. A hook `source_of` cannot name (gone, or undecodable)
+    /// counts nowhere, as in the fold ([`crate::sinks::fold_waiting`]).
+    pub(crate) fn sink_deltas(
+        &self,
+        mut source_of: impl FnMut(u64) -> crate::error::Result<Option<String>>,
+    ) -> crate::error::Result<BTreeMap<(String, u16), i64>> {
+        let mut out: BTreeMap<(String, u16), i64> = BTreeMap::new();
+        let mut last: Option<(u64, Option<String>)> = None;
+        for (&(seq, sink), &delta) in &self.due_moves {
+            let source = match (&last, self.sources.get(&seq)) {
+                (_, Some(s)) => Some(s.clone()),
+                (Some((s, src)), None) if *s == seq => src.clone(),
+                (_, None) => {
+                    let src = source_of(seq)?;
+                    last = Some((seq, src.clone()));
+                    src
+                }
+            };
+            if let Some(source) = source {
+                let e = out.entry((source, sink)).or_insert(0);
+                *e = e.wrapping_add(delta);
+            }
+        }
+        out.retain(|_, d| *d != 0);
+        Ok(out)
     }
 
     pub fn add_quarantined(&mut self, delta: i64) {
@@ -275,6 +330,12 @@ impl CounterDeltas {
             self.add_total(ord, t, n);
         }
         self.add_quarantined(other.quarantined);
+        for (&(seq, sink), &d) in &other.due_moves {
+            self.add_due_move(seq, sink, d);
+        }
+        for (seq, source) in &other.sources {
+            self.note_source(*seq, source);
+        }
     }
 
     /// The merge operands to write: one per (ordinal, field) with a non-zero

@@ -47,6 +47,10 @@ pub mod meta {
     /// Put and deleted in one batch by [`crate::Store::probe_write`]: never
     /// stored.
     pub const PROBE: &[u8] = b"m:probe";
+    /// Present once the rows waiting per sink are counted
+    /// ([`crate::sinks::waiting`]): put when a store is created, or by the
+    /// first recount on a store an earlier release wrote.
+    pub const WAITING_COUNTED: &[u8] = b"m:waiting_counted";
 }
 
 /// The active-index bucket of a due time: whole seconds since the epoch.
@@ -322,6 +326,32 @@ pub fn decode_counter_key(b: &[u8]) -> Result<(u32, u8), DecodeError> {
     let field = r.u8()?;
     r.finish()?;
     Ok((ord, field))
+}
+
+/// Start of the `counters` family's per-sink keys: after every
+/// `ord field` key (`[0xFF; 5]` at most), so the scans of the ordinals'
+/// counters, which end at `[0xFF; 6]`, never reach them.
+pub const SINK_COUNTER: [u8; 6] = [0xFF; 6];
+
+/// `counters` family key of the rows waiting for one sink:
+/// `0xFF{6} source:str16 sink:u16`.
+pub fn sink_counter_key(source: &str, sink: u16) -> Vec<u8> {
+    let mut k = Vec::with_capacity(SINK_COUNTER.len() + 4 + source.len());
+    k.extend_from_slice(&SINK_COUNTER);
+    crate::codec::put_str16(&mut k, source);
+    k.extend_from_slice(&sink.to_be_bytes());
+    k
+}
+
+pub fn decode_sink_counter_key(b: &[u8]) -> Result<(String, u16), DecodeError> {
+    let rest = b
+        .strip_prefix(&SINK_COUNTER[..])
+        .ok_or_else(|| DecodeError::new("sink counter key", "missing 0xFF prefix"))?;
+    let mut r = Reader::new(rest, "sink counter key");
+    let source = r.str16()?;
+    let sink = r.u16()?;
+    r.finish()?;
+    Ok((source, sink))
 }
 
 /// `u tenant 0x00 key`: the dedupe entry of an idempotency key.

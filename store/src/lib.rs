@@ -57,6 +57,7 @@ pub mod store;
 pub mod tenants;
 pub mod transitions;
 pub mod values;
+pub mod waiting;
 
 pub use batch::Batch;
 pub use counters::{Counters, Field, Total, Totals};

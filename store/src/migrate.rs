@@ -453,6 +453,7 @@ impl<'a> Migration<'a> {
         let mut next = self.cursor.clone();
         let moved = rows.len();
         let mut b = Batch::new();
+        b.sinks_uncounted = true;
         let mut consumed = Vec::new();
         if moved == 0 {
             next.phase = phase.next();

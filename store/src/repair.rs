@@ -64,6 +64,9 @@ pub struct RepairReport {
     pub counter_list: Vec<CounterFix>,
     /// Hooks owed by nothing that got a reclaim marker.
     pub reclaimable: u64,
+    /// Per-sink waiting counts set to their fold (with one more for
+    /// marking a store an earlier release wrote as counted).
+    pub sink_counts: u64,
     /// Rows that do not decode and that repair cannot place (outside the
     /// due index): `store check` still reports them.
     pub unrepaired: Vec<QuarantineFix>,
@@ -71,7 +74,7 @@ pub struct RepairReport {
 
 impl RepairReport {
     pub fn changes(&self) -> u64 {
-        self.quarantined + self.markers + self.counters + self.reclaimable
+        self.quarantined + self.markers + self.counters + self.reclaimable + self.sink_counts
     }
 }
 
@@ -287,6 +290,27 @@ pub fn run(
         }
     }
     flush(&mut b, true)?;
+
+    // Rows waiting per sink: after the quarantine above took its rows off,
+    // so the fold and the counts agree on them.
+    progress("sinks", 0);
+    if dry_run {
+        let counted = crate::waiting::counted(store)?;
+        let folded = crate::waiting::fold_waiting(store)?;
+        let stored = crate::waiting::stored_waiting(store, |_| {})?;
+        let sinks: std::collections::BTreeSet<&(String, u16)> =
+            folded.keys().chain(stored.keys()).collect();
+        rep.sink_counts = sinks
+            .into_iter()
+            .filter(|k| {
+                folded.get(*k).copied().unwrap_or(0) != stored.get(*k).copied().unwrap_or(0)
+            })
+            .count() as u64
+            + u64::from(!counted);
+    } else {
+        let counted = crate::waiting::counted(store)?;
+        rep.sink_counts = crate::waiting::recount_waiting(store)?.corrected + u64::from(!counted);
+    }
     progress("done", n);
     Ok(rep)
 }

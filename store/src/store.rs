@@ -254,6 +254,10 @@ impl Store {
         wo.set_sync(true);
         let mut wb = WriteBatch::default();
         wb.put(meta::FORMAT, format.to_be_bytes());
+        if format == FORMAT {
+            // Empty, so every row waiting is counted from the first commit.
+            wb.put(meta::WAITING_COUNTED, []);
+        }
         db.write_opt(wb, &wo)?;
         Ok(Store::handle(db, path, Mode::Primary))
     }
@@ -598,6 +602,21 @@ impl Store {
             let counters = Self::cf_in(&db, Family::Counters)?;
             for (k, v) in batch.deltas.merge_ops() {
                 wb.merge_cf(counters, k, v);
+            }
+            if !batch.sinks_uncounted {
+                let hooks = Self::cf_in(&db, Family::Hooks)?;
+                let per_sink = batch.deltas.sink_deltas(|seq| {
+                    Ok(db
+                        .get_pinned_cf(hooks, crate::keys::hook_key(seq))?
+                        .and_then(|v| crate::values::Envelope::decode_source(&v).ok()))
+                })?;
+                for ((source, sink), delta) in per_sink {
+                    wb.merge_cf(
+                        counters,
+                        crate::keys::sink_counter_key(&source, sink),
+                        delta.to_le_bytes(),
+                    );
+                }
             }
         }
         let mut wo = WriteOptions::default();

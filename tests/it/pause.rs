@@ -214,6 +214,19 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
         true,
         "{sinks}"
     );
+    // The store counts what waits for each sink: the 30 parked rows,
+    // nothing for the sink that was served.
+    let waiting = |v: &serde_json::Value, name: &str| {
+        v["sinks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["waiting"]
+            .as_i64()
+    };
+    assert_eq!(waiting(&v, "bravo"), Some(30), "{sinks}");
+    assert_eq!(waiting(&v, "alpha"), Some(0), "{sinks}");
 
     // Resume (by position) unparks everything.
     let out = ankusa(&["sinks", "resume", "shop/1", "--store", &store]);
@@ -223,6 +236,9 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
     })
     .await;
     d.stop();
+    let sinks = ankusa(&["sinks", "list", "--store", &store, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&sinks).unwrap();
+    assert_eq!(waiting(&v, "bravo"), Some(0), "drained: {sinks}");
 
     // Audited, and the store is consistent.
     let s = ankusa_store::Store::open_read_only(&dir.path().join("store")).unwrap();

@@ -81,6 +81,7 @@ fn put_due(b: &mut Batch, ord: u32, at: u64, seq: u64, sink: u16, size: u32, kin
         );
     }
     b.count(ord, pending_field(kind), 1);
+    b.move_due(seq, sink, 1);
     DueRow {
         ord,
         at,
@@ -100,6 +101,7 @@ fn delete_due(b: &mut Batch, row: &DueRow) {
     };
     b.delete(Family::Index, enc::due(&key));
     b.count(row.ord, pending_field(row.kind), -1);
+    b.move_due(row.seq, row.sink, -1);
 }
 
 fn delete_inflight(b: &mut Batch, row: &InflightRow) {
@@ -164,6 +166,7 @@ pub fn ingest(b: &mut Batch, h: &IngestHook<'_>) -> Vec<DueRow> {
     let size = h.envelope.charged_size();
     let at = h.envelope.received_at;
     b.put(Family::Hooks, hook_key(h.seq).to_vec(), h.envelope.encode());
+    b.note_source(h.seq, &h.envelope.source_id);
     b.put(
         Family::Meta,
         meta::NEXT_SEQ.to_vec(),
@@ -955,6 +958,7 @@ pub fn quarantine_due(
         field: Some(pending_field(kind)),
         size,
     };
+    b.move_due(key.seq, key.sink, -1);
     quarantine(b, &bad.key, &bad.value, &reason, key.ord, counted, now)
 }
 

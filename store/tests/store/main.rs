@@ -10,3 +10,4 @@ mod migrate;
 mod open;
 mod pauses;
 mod transitions;
+mod waiting;

@@ -205,6 +205,13 @@ proptest! {
         }
         let rep = check::run(&store, |_, _| {}).unwrap();
         prop_assert!(rep.ok(), "{:#?}", rep.mismatches);
+        // The rows waiting per sink (all of one source here) are the
+        // model's due rows, sink by sink.
+        let stored = ankusa_store::waiting::stored_waiting(&store, |_| {}).unwrap();
+        for sink in 0u16..3 {
+            let want = m.due.iter().filter(|r| r.sink == sink).count() as i64;
+            prop_assert_eq!(stored.get(&("src".to_string(), sink)).copied().unwrap_or(0), want, "sink {}", sink);
+        }
         // And each tenant's counters equal its own fold and the model.
         let mut sum = ankusa_store::Counters::default();
         for t in TENANTS {

@@ -204,6 +204,12 @@ fn count(n: u64) -> String {
     num(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
+/// Rows waiting for a sink: "–" where the store has no count (a store an
+/// earlier release wrote, until a daemon boots on it, or a tenant's token).
+fn waiting(v: &SinkView) -> String {
+    v.waiting.map_or("–".into(), num)
+}
+
 fn ms(v: Option<u64>) -> String {
     v.map_or("–".into(), |m| format!("{m}ms"))
 }
@@ -258,14 +264,16 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
     let (head, widths): (Vec<&str>, Vec<Constraint>) = match (d.live, wide) {
         (true, false) => (
             vec![
-                "sink", "endpoint", "state", "ok/1m", "fail/1m", "row", "last", "last ok",
+                "sink", "endpoint", "state", "waiting", "ok/1m", "fail/1m", "row", "last",
+                "last ok",
             ],
             // 78 columns inside the frame: failures in a row up to 99,999
             // fit (a count in the thousands used to be cut to "1,2").
             vec![
-                Constraint::Length(14),
-                Constraint::Length(17),
                 Constraint::Length(12),
+                Constraint::Length(11),
+                Constraint::Length(12),
+                Constraint::Length(7),
                 Constraint::Length(5),
                 Constraint::Length(7),
                 Constraint::Length(5),
@@ -275,13 +283,14 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
         ),
         (true, true) => (
             vec![
-                "sink", "endpoint", "state", "ok/1m", "fail/1m", "in a row", "last", "last ok",
-                "inflight", "p50", "p99",
+                "sink", "endpoint", "state", "waiting", "ok/1m", "fail/1m", "in a row", "last",
+                "last ok", "inflight", "p50", "p99",
             ],
             vec![
-                Constraint::Length(26),
-                Constraint::Length(26),
+                Constraint::Length(24),
+                Constraint::Length(24),
                 Constraint::Length(14),
+                Constraint::Length(8),
                 Constraint::Length(7),
                 Constraint::Length(7),
                 Constraint::Length(8),
@@ -293,19 +302,20 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
             ],
         ),
         (false, _) => (
-            vec!["sink", "endpoint", "state", "paused for tenants"],
+            vec!["sink", "endpoint", "state", "waiting", "paused for tenants"],
             vec![
-                Constraint::Length(if wide { 30 } else { 20 }),
-                Constraint::Length(if wide { 36 } else { 22 }),
+                Constraint::Length(if wide { 30 } else { 17 }),
+                Constraint::Length(if wide { 36 } else { 17 }),
                 Constraint::Length(14),
+                Constraint::Length(8),
                 Constraint::Min(10),
             ],
         ),
     };
     let (name_w, host_w) = match (d.live, wide) {
-        (true, false) => (14, 17),
-        (true, true) => (26, 26),
-        (false, false) => (20, 22),
+        (true, false) => (12, 11),
+        (true, true) => (24, 24),
+        (false, false) => (17, 17),
         (false, true) => (30, 36),
     };
     let body: Vec<Row> = rows
@@ -317,6 +327,7 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
                 Cell::from(cut(&name(v), name_w)),
                 Cell::from(cut(host(&v.endpoint), host_w)),
                 Cell::from(st).style(st_style),
+                Cell::from(waiting(v)),
             ];
             match &v.health {
                 Some(h) if d.live => {
@@ -382,6 +393,13 @@ pub fn draw_detail(
         Span::raw(format!("{}   ", v.endpoint)),
         Span::styled(st, st_style),
     ])];
+    lines.push(Line::from(vec![
+        kv("rows waiting"),
+        Span::raw(match v.waiting {
+            Some(n) => format!("{} (due, retrying or parked; every tenant's)", num(n)),
+            None => "not counted (a store an earlier release wrote: the daemon counts it when it starts)".into(),
+        }),
+    ]));
     match v.health.as_ref().filter(|_| d.live) {
         Some(h) => {
             let bad = if h.consecutive_failures > 0 {

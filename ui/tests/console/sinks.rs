@@ -102,6 +102,11 @@ fn live_views(paused: bool) -> Vec<SinkView> {
                 ("billing", 0) if paused => health(0, 0, 0, 200, &[]),
                 _ => health(118, 0, 0, 200, &[]),
             };
+            let waiting = Some(match (e.source.as_str(), e.index) {
+                ("shop", 1) => 1_204,
+                ("billing", 0) if paused => 56,
+                _ => 0,
+            });
             SinkView {
                 paused: paused && e.source == "billing",
                 paused_for: if paused && e.source == "shop" && e.index == 1 {
@@ -113,6 +118,7 @@ fn live_views(paused: bool) -> Vec<SinkView> {
                 index: e.index,
                 name: e.name,
                 endpoint: e.endpoint,
+                waiting,
                 health: Some(h),
             }
         })

@@ -1,0 +1,197 @@
+//! Rows waiting per sink: how many due rows (first attempts, retries and
+//! parked rows alike) each `(source, sink)` has, so the sinks screen and
+//! `ankusa sinks list` answer "how much is queued for this endpoint" with
+//! one read, in any mode, on any size of store.
+//!
+//! A due key names its tenant, hook and sink position but not the hook's
+//! source, so the count cannot live beside the tenant's counters. Instead
+//! every transition records the due rows it puts and deletes per delivery
+//! row in its batch, and [`crate::Store::commit`] turns what does not net
+//! to zero into merge operands on the sink's key, reading each hook's
+//! source once (none for a hook the batch ingests itself). Invariants:
+//! - Once [`meta::WAITING_COUNTED`] is present, every stored count equals
+//!   [`fold_waiting`] (`store check` compares them; `store repair`
+//!   rebuilds them). Counts are merge operands in the batch of the rows
+//!   they count, so concurrent writers lose none.
+//! - A store created by this release is counted from its first commit. One
+//!   an earlier release wrote (or the format 2 -> 3 migration, which skips
+//!   the hook reads) is counted by [`recount_waiting`], which the daemon
+//!   runs at boot before anything else writes; until then readers get
+//!   `None`, never a wrong number.
+//! - A row whose hook cannot be read counts nowhere, in the fold as in the
+//!   transitions.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use crate::batch::Batch;
+use crate::counters::decode_value;
+use crate::error::Result;
+use crate::keys::{self, bounds, meta, prefix, DueKey, SINK_COUNTER};
+use crate::schema::Family;
+use crate::store::{Dir, Store};
+use crate::values::Envelope;
+
+/// Rows waiting per `(source, sink)`.
+pub type Waiting = BTreeMap<(String, u16), i64>;
+
+/// Whether the counts are complete ([`meta::WAITING_COUNTED`]).
+pub fn counted(store: &Store) -> Result<bool> {
+    Ok(store.get(Family::Meta, meta::WAITING_COUNTED)?.is_some())
+}
+
+/// Rows waiting for each of `sinks`, in order, with one multi-get; `None`
+/// when the store has not been counted yet.
+pub fn waiting(store: &Store, sinks: &[(String, u16)]) -> Result<Option<Vec<i64>>> {
+    if !counted(store)? {
+        return Ok(None);
+    }
+    let keys: Vec<Vec<u8>> = sinks
+        .iter()
+        .map(|(source, sink)| keys::sink_counter_key(source, *sink))
+        .collect();
+    let values = store.multi_get(Family::Counters, &keys)?;
+    Ok(Some(
+        values
+            .iter()
+            .map(|v| v.as_deref().and_then(decode_value).unwrap_or(0))
+            .collect(),
+    ))
+}
+
+/// Every stored per-sink count (a sink with no key reads as 0 elsewhere).
+/// An undecodable key or value is reported through `bad`.
+pub fn stored_waiting(store: &Store, mut bad: impl FnMut(String)) -> Result<Waiting> {
+    let lo = SINK_COUNTER.to_vec();
+    let hi = vec![0xFF; SINK_COUNTER.len() + 3];
+    let mut out = Waiting::new();
+    store.scan(Family::Counters, &lo, &hi, Dir::Forward, |k, v| {
+        match (keys::decode_sink_counter_key(k), decode_value(v)) {
+            (Ok(key), Some(n)) => {
+                out.insert(key, n);
+            }
+            (Ok((source, sink)), None) => {
+                bad(format!("sink {source}/{sink}: {} bytes, not 8", v.len()))
+            }
+            (Err(e), _) => bad(e.to_string()),
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(out)
+}
+
+/// The counts from the rows: one walk of the due index, each hook's source
+/// read once (a hook's due rows are mostly neighbours, and a small cache
+/// covers the rest). Memory: the result, bounded by the sinks, and the
+/// cache. A due key that does not decode counts nowhere (the quarantine
+/// takes it); `store check` reports it on its own.
+pub fn fold_waiting(store: &Store) -> Result<Waiting> {
+    const CACHE: usize = 4096;
+    let (lo, hi) = bounds::family(prefix::DUE);
+    let mut out = Waiting::new();
+    let mut cache: BTreeMap<u64, Option<String>> = BTreeMap::new();
+    let mut rows: Vec<(u64, u16)> = Vec::with_capacity(1024);
+    let flush = |rows: &mut Vec<(u64, u16)>,
+                 cache: &mut BTreeMap<u64, Option<String>>,
+                 out: &mut Waiting|
+     -> Result<()> {
+        let wanted: Vec<u64> = {
+            let mut w: Vec<u64> = rows
+                .iter()
+                .map(|r| r.0)
+                .filter(|s| !cache.contains_key(s))
+                .collect();
+            w.dedup();
+            w
+        };
+        if !wanted.is_empty() {
+            if cache.len() + wanted.len() > CACHE {
+                cache.clear();
+            }
+            let hook_keys: Vec<Vec<u8>> =
+                wanted.iter().map(|s| keys::hook_key(*s).to_vec()).collect();
+            let found = store.multi_get(Family::Hooks, &hook_keys)?;
+            for (seq, v) in wanted.into_iter().zip(found) {
+                let source = v.and_then(|v| Envelope::decode_source(&v).ok());
+                cache.insert(seq, source);
+            }
+        }
+        for (seq, sink) in rows.drain(..) {
+            if let Some(Some(source)) = cache.get(&seq) {
+                *out.entry((source.clone(), sink)).or_insert(0) += 1;
+            }
+        }
+        Ok(())
+    };
+    let mut err = None;
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if let Ok(key) = DueKey::decode(k) {
+            rows.push((key.seq, key.sink));
+        }
+        if rows.len() >= 1024 {
+            if let Err(e) = flush(&mut rows, &mut cache, &mut out) {
+                err = Some(e);
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    flush(&mut rows, &mut cache, &mut out)?;
+    Ok(out)
+}
+
+/// What a recount did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Recount {
+    /// Sinks with rows waiting.
+    pub sinks: u64,
+    /// Rows waiting, over every sink.
+    pub rows: u64,
+    /// Stored counts that differed from the fold (and were set to it).
+    pub corrected: u64,
+}
+
+/// Sets every per-sink count to the fold and marks the store counted, in
+/// one synced batch. The fold and the write are two steps: the caller
+/// makes sure nothing else writes meanwhile (the daemon at boot, before its
+/// writer and dispatcher; `store repair` on a stopped store).
+pub fn recount_waiting(store: &Store) -> Result<Recount> {
+    store.require_writable()?;
+    let folded = fold_waiting(store)?;
+    let stored = stored_waiting(store, |_| {})?;
+    let mut b = Batch::new();
+    let mut report = Recount::default();
+    for ((source, sink), n) in &folded {
+        report.sinks += 1;
+        report.rows += u64::try_from(*n).unwrap_or(0);
+        if stored.get(&(source.clone(), *sink)) != Some(n) {
+            report.corrected += 1;
+        }
+        b.put(
+            Family::Counters,
+            keys::sink_counter_key(source, *sink),
+            n.to_le_bytes().to_vec(),
+        );
+    }
+    // A sink nothing waits for any more reads 0, not a stale count. Put, not
+    // delete: nothing merges concurrently here, and a put keeps the key
+    // readable as a plain 8-byte value.
+    for ((source, sink), n) in &stored {
+        if !folded.contains_key(&(source.clone(), *sink)) {
+            if *n != 0 {
+                report.corrected += 1;
+            }
+            b.put(
+                Family::Counters,
+                keys::sink_counter_key(source, *sink),
+                0i64.to_le_bytes().to_vec(),
+            );
+        }
+    }
+    b.put(Family::Meta, meta::WAITING_COUNTED.to_vec(), Vec::new());
+    store.commit(b, true)?;
+    Ok(report)
+}
