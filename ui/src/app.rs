@@ -842,6 +842,35 @@ impl App {
         let Some((target, paused)) = found else {
             return Vec::new();
         };
+        self.guard_pause(target, paused, resume)
+    }
+
+    /// `:pause-for TENANT` / `:resume-for TENANT` on the sinks list or a
+    /// sink's detail: the guarded pause or resume of that sink for one
+    /// tenant (its other sinks, and other tenants on this sink, go on).
+    fn pause_sink_for(&mut self, tenant: &str, resume: bool) -> Vec<Effect> {
+        if !self.can_act() {
+            self.status = CANNOT_ACT.into();
+            return Vec::new();
+        }
+        let n = self.list_rows();
+        let screen = self.screen().clone();
+        if !matches!(screen, Screen::Sinks | Screen::Sink { .. }) {
+            self.status =
+                "pause-for and resume-for name a tenant on the sinks screen (see ?)".into();
+            return Vec::new();
+        }
+        let Some((mut target, _)) = self.sinks.pause_target(&screen, n) else {
+            return Vec::new();
+        };
+        let paused = self.sinks.paused_for(&screen, n, tenant);
+        target.tenant = Some(tenant.to_owned());
+        self.guard_pause(target, paused, resume)
+    }
+
+    /// The guard of a pause or resume of `target`, refused at once when
+    /// there is nothing to do.
+    fn guard_pause(&mut self, target: PauseTarget, paused: bool, resume: bool) -> Vec<Effect> {
         if paused != resume {
             self.status = if resume {
                 format!("{} is not paused", quoted(&target.label(), 50))
@@ -1015,6 +1044,8 @@ impl App {
             }]),
             ("replay-since", d) => self.replay_since(d),
             ("repair", "") => self.repair(),
+            ("pause-for", t) if !t.is_empty() => self.pause_sink_for(t, false),
+            ("resume-for", t) if !t.is_empty() => self.pause_sink_for(t, true),
             ("sort", f) => match f {
                 "ord" | "ordinal" | "" => {
                     self.stack = vec![Screen::Tenants];

@@ -135,19 +135,30 @@ impl SinksState {
         true
     }
 
-    /// What `H`/`U` names here: the sink selected on the list, or the sink
-    /// whose detail is open (for every tenant), with whether it is paused.
-    pub fn pause_target(&self, screen: &Screen, n: usize) -> Option<(PauseTarget, bool)> {
-        let v = match screen {
-            Screen::Sinks => self.selected(n)?,
+    /// The sink selected on the list, or the one whose detail is open.
+    fn shown(&self, screen: &Screen, n: usize) -> Option<&SinkView> {
+        match screen {
+            Screen::Sinks => self.selected(n),
             Screen::Sink { sink } => self
                 .detail
                 .as_ref()
                 .filter(|d| d.key == *sink)?
                 .view
-                .as_ref()?,
-            _ => return None,
-        };
+                .as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the sink shown is paused for `tenant` alone.
+    pub fn paused_for(&self, screen: &Screen, n: usize, tenant: &str) -> bool {
+        self.shown(screen, n)
+            .is_some_and(|v| v.paused_for.iter().any(|t| t == tenant))
+    }
+
+    /// What `H`/`U` names here: the sink selected on the list, or the sink
+    /// whose detail is open (for every tenant), with whether it is paused.
+    pub fn pause_target(&self, screen: &Screen, n: usize) -> Option<(PauseTarget, bool)> {
+        let v = self.shown(screen, n)?;
         Some((
             PauseTarget {
                 tenant: None,

@@ -536,6 +536,56 @@ fn a_sink_is_paused_and_resumed_through_the_guard_and_both_are_audited() {
     );
 }
 
+#[test]
+fn a_sink_is_paused_for_one_tenant_by_command_through_the_guard() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    store_with_sinks(dir.path(), false);
+    let mut src = open(dir.path(), true);
+    let mut app = app_for(&src, 80, 24);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, "7j");
+    type_keys(&mut app, &mut src, ":pause-for tenant-000003\n");
+    let g = guard_of(&app);
+    assert!(matches!(g.scope, ActionScope::Pause(_)));
+    assert_eq!(
+        g.scope.describe(),
+        "pause sink shop/audit for tenant tenant-000003"
+    );
+    type_keys(&mut app, &mut src, "shop/audit\n");
+    assert!(matches!(&guard_of(&app).stage, Stage::Done(Ok(_))));
+    type_keys(&mut app, &mut src, "\n");
+    let s = src.store().expect("store");
+    assert_eq!(
+        pauses::list(s).expect("pauses")[0].scope,
+        Scope {
+            tenant: Some("tenant-000003".into()),
+            ..Scope::sink("shop", 1)
+        }
+    );
+    // The list says so, and the same command again is refused at once.
+    let screen = render(&app);
+    let row = screen
+        .lines()
+        .find(|l| l.contains("shop/audit"))
+        .expect("row");
+    assert!(row.contains("paused for 1"), "{screen}");
+    type_keys(&mut app, &mut src, ":pause-for tenant-000003\n");
+    assert!(app.overlays.is_empty());
+    assert!(app.status.contains("already paused"), "{}", app.status);
+    // Resumed for that tenant through the guard; nothing left in force.
+    type_keys(&mut app, &mut src, ":resume-for tenant-000003\n");
+    assert!(matches!(guard_of(&app).scope, ActionScope::Resume(_)));
+    type_keys(&mut app, &mut src, "shop/audit\n");
+    assert!(matches!(&guard_of(&app).stage, Stage::Done(Ok(_))));
+    assert!(pauses::list(src.store().expect("store"))
+        .expect("pauses")
+        .is_empty());
+    // Elsewhere the command says where it works.
+    type_keys(&mut app, &mut src, "\n1:pause-for tenant-000003\n");
+    assert!(app.overlays.is_empty());
+    assert!(app.status.contains("sinks screen"), "{}", app.status);
+}
+
 /// Parks every due row of `source/sink`, as the dispatcher does when it
 /// meets one under a pause; returns how many.
 fn park_rows_of(s: &Store, source: &str, sink: u16) -> u64 {
