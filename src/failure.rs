@@ -10,13 +10,14 @@
 //!
 //! Invariant: the kind is decided from the typed errors in the chain
 //! ([`Mistake`] raised by the binary, the libraries' `StoreError`,
-//! `OpsError`, the console's errors, I/O `NotFound`), never from a message's
+//! `OpsError`, `DaemonError`, the console's errors, I/O `NotFound`), never from a message's
 //! text, so rewording a message cannot turn a mistake into a report.
 
 use std::error::Error as StdError;
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
+use ankusa_daemon::{ConfigError, DaemonError};
 use ankusa_ops::OpsError;
 use ankusa_store::StoreError;
 use ankusa_ui::data::OpenError;
@@ -128,7 +129,22 @@ fn kind_of(e: &(dyn StdError + 'static)) -> Option<Exit> {
             _ => None,
         };
     }
-    if e.is::<crate::daemon::config::ConfigError>() {
+    if let Some(e) = e.downcast_ref::<DaemonError>() {
+        return match e {
+            DaemonError::NoConfig(_) => Some(Exit::NotFound),
+            DaemonError::Config(_) => Some(Exit::Usage),
+            DaemonError::StoreInUse { .. } => Some(Exit::Unavailable),
+            // The cause below decides: a port in use, a missing store.
+            DaemonError::Store { .. }
+            | DaemonError::Io { .. }
+            | DaemonError::Resume(_)
+            | DaemonError::OpenFiles(_)
+            | DaemonError::Client(_)
+            | DaemonError::Server(_)
+            | DaemonError::Writer => None,
+        };
+    }
+    if e.is::<ConfigError>() {
         return Some(Exit::Usage);
     }
     if let Some(e) = e.downcast_ref::<ankusa_fairness::Error>() {

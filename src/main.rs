@@ -7,7 +7,6 @@
 
 mod bench;
 mod cli;
-mod daemon;
 mod demo;
 mod failure;
 mod output;

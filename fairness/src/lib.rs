@@ -5,7 +5,7 @@
 //!   ([`Spare`]); a paused tenant is simply left out of the tick's input.
 //! * [`sim`]: a step-driven simulator, the baseline schedulers it compares against,
 //!   the metrics, and the built-in scenarios.
-//! * [`run_bench`]: the entry point behind `ankusa bench fairness`.
+//! * [`run_suite`]: the entry point behind `ankusa bench fairness`.
 //!
 //! `docs/fairness.md` holds the scenario schema and the measured table.
 
@@ -13,5 +13,5 @@ pub mod scheduler;
 pub mod sim;
 
 pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, Spare, TenantHead};
-pub use sim::bench::{run_bench, BenchOptions, BenchReport};
+pub use sim::suite::{run_suite, SuiteOptions, SuiteReport};
 pub use sim::Error;

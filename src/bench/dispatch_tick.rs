@@ -30,8 +30,8 @@ use ankusa_store::Store;
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde::Serialize;
 
-use crate::daemon::dispatch::{plan_tick, DispatchSettings};
 use crate::output::print_json;
+use ankusa_daemon::{plan_tick, DispatchSettings};
 
 /// Active tenants per cell; the stores are built by `gauges::build`.
 const ACTIVE: u32 = 8;
@@ -171,7 +171,7 @@ fn measure_cell(
     let mut sched = Scheduler::new(Config::default());
     // Kept across ticks, as the dispatcher keeps it: the bench measures the
     // steady state (a window walk), with a full walk every RESYNC_MS.
-    let mut set = crate::daemon::dispatch::ActiveSet::default();
+    let mut set = ankusa_daemon::ActiveSet::default();
     let inflight = Default::default();
     let mut best_p10 = f64::INFINITY;
     let mut best_median = f64::INFINITY;
@@ -257,7 +257,7 @@ url = "http://{sink_addr}/sink"
 "#,
         max_requests = CLIENTS * 2
     );
-    let settings = crate::daemon::Settings::parse(&config, &dir.join("e2e.toml"), dir)?;
+    let settings = ankusa_daemon::Settings::parse(&config, &dir.join("e2e.toml"), dir)?;
     let daemon = super::ingest::BenchDaemon::start(settings)?;
     let started = Instant::now();
     let (acked, refused) = rt.block_on(super::ingest::drive(daemon.addr, hooks, CLIENTS))?;

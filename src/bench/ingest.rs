@@ -36,8 +36,8 @@ use ankusa_store::{Batch, Envelope, Store};
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde::Serialize;
 
-use crate::daemon::{Daemon, Settings, SystemClock};
 use crate::output::print_json;
+use ankusa_daemon::{Daemon, Settings, SystemClock};
 
 const TENANTS: u64 = 100;
 const BODY_BYTES: usize = 256;
@@ -360,11 +360,12 @@ impl BenchDaemon {
                 rt.block_on(async move {
                     let listener = daemon.bind().await?;
                     let _ = addr_tx.send(listener.local_addr()?);
-                    daemon
+                    let code = daemon
                         .serve(listener, async move {
                             let _ = stop_rx.await;
                         })
-                        .await
+                        .await?;
+                    Result::<ExitCode>::Ok(code)
                 })
             })
             .wrap_err("cannot start the daemon thread")?;
@@ -705,14 +706,14 @@ impl FloorServer {
                             )
                         }),
                     );
-                    crate::daemon::listener::serve(
+                    ankusa_daemon::listener::serve(
                         listener,
                         app,
-                        crate::daemon::listener::Limits {
+                        ankusa_daemon::listener::Limits {
                             max_connections: 1024,
                             header_timeout: std::time::Duration::from_secs(10),
                         },
-                        Arc::new(crate::daemon::metrics::Metrics::default()),
+                        Arc::new(ankusa_daemon::Metrics::default()),
                         "floor",
                         stop_rx,
                     )

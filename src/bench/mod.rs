@@ -14,11 +14,11 @@ use color_eyre::eyre::Result;
 /// `ankusa bench fairness`: runs the simulator (in `ankusa-fairness`) and
 /// applies its pass rule.
 pub fn fairness(quick: bool, json: bool, scenarios: Option<PathBuf>) -> Result<ExitCode> {
-    let opts = ankusa_fairness::BenchOptions {
+    let opts = ankusa_fairness::SuiteOptions {
         scenarios_path: scenarios,
         quick,
     };
-    let report = ankusa_fairness::run_bench(&opts)?;
+    let report = ankusa_fairness::run_suite(&opts)?;
     if json {
         println!("{:#}", report.to_json());
     } else {

@@ -604,7 +604,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(BenchCommand::Ingest { quick, json }) => {
             crate::bench::ingest::run(quick, json)
         }
-        Command::Serve { config } => crate::daemon::run(config),
+        Command::Serve { config } => Ok(ankusa_daemon::run(config)?),
         Command::Demo {
             store,
             no_console,

@@ -344,7 +344,7 @@ fn sign(key: &[u8], id: &str, ts: u64, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::signature::{verify, Signed};
+    use ankusa_daemon::signature::{verify, Signed};
 
     #[test]
     fn good_signatures_verify_and_bad_ones_do_not() {

@@ -43,7 +43,7 @@ use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{oneshot, watch};
 
-use crate::daemon::{Daemon, Settings, SystemClock};
+use ankusa_daemon::{Daemon, Settings, SystemClock};
 use load::{LoadStats, Target, FLOOD_TENANT};
 use sinks::{Behaviour, Observed, Sink};
 use summary::{DaemonCounters, Summary};

@@ -11,6 +11,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("ankusa-store", 1),
     ("ankusa-fairness", 1),
     ("ankusa-ops", 2),
+    ("ankusa-daemon", 3),
     ("ankusa-ui", 3),
     ("ankusa", 4),
 ];
@@ -75,7 +76,10 @@ fn no_crate_depends_on_its_own_floor_or_above() {
     assert!(
         edges
             .iter()
-            .any(|(f, t)| f == "ankusa-ui" && t == "ankusa-ops"),
+            .any(|(f, t)| f == "ankusa-ui" && t == "ankusa-ops")
+            && edges
+                .iter()
+                .any(|(f, t)| f == "ankusa" && t == "ankusa-daemon"),
         "the metadata was read: {edges:?}"
     );
     let bad = violations(FLOORS, &edges);
@@ -91,8 +95,18 @@ fn an_upward_or_sideways_or_unplaced_edge_is_refused() {
         violations(FLOORS, &[e("ankusa-store", "ankusa-fairness")]).len(),
         1
     );
+    assert!(violations(FLOORS, &[e("ankusa-daemon", "ankusa-ops")]).is_empty());
+    // The daemon and the console stand side by side: neither uses the other.
     assert_eq!(
-        violations(FLOORS, &[e("ankusa-daemon", "ankusa-ops")]).len(),
+        violations(FLOORS, &[e("ankusa-ui", "ankusa-daemon")]).len(),
+        1
+    );
+    assert_eq!(
+        violations(FLOORS, &[e("ankusa-daemon", "ankusa-ui")]).len(),
+        1
+    );
+    assert_eq!(
+        violations(FLOORS, &[e("ankusa-fleet", "ankusa-ops")]).len(),
         1
     );
 }

@@ -5,16 +5,16 @@
 //! tenant and the row's index, a failure by the row and the attempt), so every
 //! scheduler sees the same sizes and the same failures whatever order it serves in.
 
-pub mod bench;
 pub mod engine;
 pub mod metrics;
 pub mod policies;
 pub mod rng;
 pub mod scenario;
+pub mod suite;
 
 use std::path::PathBuf;
 
-/// Errors of loading scenarios and running the benchmark.
+/// Errors of loading scenarios and running the suite.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A scenario file could not be read.

@@ -455,7 +455,7 @@ fn the_best_alternative_is_chosen_among_schedulers_that_served_the_role() {
     );
     // Not serving the role reads a perfect window_error of 0 here, which is exactly what
     // must not set the bar.
-    let rep = crate::sim::bench::run_scenario(&sc);
+    let rep = crate::sim::suite::run_scenario(&sc);
     let oldest = rep.runs.iter().find(|r| r.policy == "oldest-first");
     assert_eq!(oldest.map(|r| r.primary), Some(0.0));
     for run in &rep.runs {

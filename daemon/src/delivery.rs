@@ -440,7 +440,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::config::{Dur, Int};
+    use crate::config::{Dur, Int};
 
     fn sink() -> SinkConfig {
         SinkConfig {
@@ -506,13 +506,11 @@ mod tests {
     fn signatures_verify_with_the_ingest_verifier() {
         let key = b"0123456789abcdef0123".to_vec();
         let sig = sign(&key, "hk_0000000000000001", 1_700_000_000, b"{}").unwrap();
-        let signed = crate::daemon::signature::Signed {
+        let signed = crate::signature::Signed {
             id: "hk_0000000000000001",
             timestamp: "1700000000",
             signature: &sig,
         };
-        assert!(
-            crate::daemon::signature::verify(&key, signed, b"{}", 1_700_000_000_000, 300).is_ok()
-        );
+        assert!(crate::signature::verify(&key, signed, b"{}", 1_700_000_000_000, 300).is_ok());
     }
 }

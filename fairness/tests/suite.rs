@@ -1,11 +1,11 @@
-//! The benchmark's pass rule on the built-in set (quick: the 10,000-tenant scenario is
+//! The suite's pass rule on the built-in set (quick: the 10,000-tenant scenario is
 //! left to `ankusa bench fairness`), and the JSON shape the CLI documents.
 
-use ankusa_fairness::{run_bench, BenchOptions};
+use ankusa_fairness::{run_suite, SuiteOptions};
 
 #[test]
 fn built_in_scenarios_pass_and_report() {
-    let report = match run_bench(&BenchOptions {
+    let report = match run_suite(&SuiteOptions {
         scenarios_path: None,
         quick: true,
     }) {
@@ -52,7 +52,7 @@ fn a_scenario_directory_is_read_and_bad_files_are_named() {
     let _ = std::fs::create_dir_all(&dir);
     let bad = dir.join("broken.toml");
     let _ = std::fs::write(&bad, "name = \"b\"\nmax_steps = 10\n");
-    let err = run_bench(&BenchOptions {
+    let err = run_suite(&SuiteOptions {
         scenarios_path: Some(dir.clone()),
         quick: false,
     });

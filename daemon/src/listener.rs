@@ -50,11 +50,11 @@ use super::metrics::Metrics;
 use super::outcome::Outcome;
 
 /// Refusals past the cap being written at once.
-pub const REFUSING: usize = 64;
+pub(crate) const REFUSING: usize = 64;
 /// How long a refused connection may take to read its answer.
-pub const REFUSAL_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const REFUSAL_GRACE: Duration = Duration::from_secs(1);
 /// The accept loop's pause after an error that is not the peer's.
-pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What one listener allows.
 #[derive(Debug, Clone, Copy)]
@@ -235,7 +235,7 @@ const HEAD_WATCH_MAX: usize = 64 * 1024;
 /// Bytes read since the last answer was written begin the next head (HTTP/1.1
 /// without pipelining); a pipelined head is not looked at.
 #[derive(Clone, Default)]
-pub struct HeadWatch(Arc<std::sync::Mutex<HeadState>>);
+pub(crate) struct HeadWatch(Arc<std::sync::Mutex<HeadState>>);
 
 #[derive(Default)]
 struct HeadState {

@@ -831,7 +831,7 @@ fn check_source(
     let signing_key = match s.signing_secret {
         None => None,
         Some(Secret(sec)) => Some(
-            crate::daemon::signature::decode_secret(&sec)
+            crate::signature::decode_secret(&sec)
                 .map_err(|m| format!("source `{id}`: sources.signing_secret: {m}"))?,
         ),
     };
@@ -880,7 +880,7 @@ fn check_source(
         }
         if let Some(Secret(sec)) = &sink.signing_secret {
             sink.signing_key =
-                Some(crate::daemon::signature::decode_secret(sec).map_err(|m| {
+                Some(crate::signature::decode_secret(sec).map_err(|m| {
                     format!("source `{id}`: sources.sinks[{i}].signing_secret: {m}")
                 })?);
         }

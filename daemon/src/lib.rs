@@ -1,6 +1,13 @@
-//! `ankusa serve`: the daemon.
+//! `ankusa serve`: the daemon, as a library the `ankusa` binary calls.
 //!
-//! This module owns the daemon's lifecycle; the pieces live in:
+//! The crate stands on the floor above `ankusa-ops` (docs/architecture.md):
+//! it uses the store, the fair scheduler and the operator operations, never
+//! the console or the binary. Its face is [`run`] and [`Daemon`] (boot, bind,
+//! serve), [`Settings`], [`DaemonError`], and what the binary's benches and
+//! demo drive directly: [`plan_tick`] over an [`ActiveSet`], the connection
+//! handling in [`listener`], [`Metrics`] and [`signature::verify`].
+//!
+//! This crate owns the daemon's lifecycle; the pieces live in:
 //! - [`config`]: the TOML file, its defaults and ranges, and [`Settings`].
 //! - [`ingest`]: the HTTP ingest API and its refusals.
 //! - [`writer`]: the one task that writes hooks, in synced group commits.
@@ -41,26 +48,27 @@
 //!   and stops with the signal; its jobs stop between chunks and resume at
 //!   the next boot.
 
-pub mod admin;
-pub mod archive;
-pub mod batch;
-pub mod breaker;
-pub mod clock;
-pub mod config;
-pub mod delivery;
-pub mod dispatch;
-pub mod health;
-pub mod history;
-pub mod http;
-pub mod ingest;
-pub mod job_runner;
+mod admin;
+mod archive;
+mod batch;
+mod breaker;
+mod clock;
+mod config;
+mod delivery;
+mod dispatch;
+mod error;
+mod health;
+mod history;
+mod http;
+mod ingest;
+mod job_runner;
 pub mod listener;
-pub mod metrics;
-pub mod open_files;
-pub mod outcome;
+mod metrics;
+mod open_files;
+mod outcome;
 pub mod signature;
-pub mod sink_health;
-pub mod writer;
+mod sink_health;
+mod writer;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -71,14 +79,17 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use ankusa_store::{Store, StoreError};
-use color_eyre::eyre::{eyre, Result, WrapErr};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use clock::{Clock, SharedClock, SystemClock};
-pub use config::Settings;
-use metrics::Metrics;
+pub use config::{ConfigError, DispatchSettings, Settings};
+pub use dispatch::{plan_tick, ActiveSet};
+pub use error::DaemonError;
+pub use metrics::Metrics;
 use writer::{Writer, WriterHandle};
+
+type Result<T> = std::result::Result<T, DaemonError>;
 
 /// `ankusa serve --config FILE`.
 pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
@@ -87,23 +98,24 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
         None => {
             let p = PathBuf::from("ankusa.toml");
             if !p.exists() {
-                return Err(crate::failure::not_found(
+                return Err(DaemonError::NoConfig(
                     "no config file: pass --config FILE, set ANKUSA_CONFIG, or create ./ankusa.toml \
-                     (ankusa.example.toml is a documented starting point)",
+                     (ankusa.example.toml is a documented starting point)"
+                        .into(),
                 ));
             }
             p
         }
     };
     if !path.exists() {
-        return Err(crate::failure::not_found(format!(
+        return Err(DaemonError::NoConfig(format!(
             "no config file at {}: pass --config FILE or set ANKUSA_CONFIG \
              (ankusa.example.toml is a documented starting point)",
             path.display()
         )));
     }
     let settings = Settings::load(&path)?;
-    let budget = open_files::raise(&settings).map_err(|e| eyre!(e))?;
+    let budget = open_files::raise(&settings).map_err(DaemonError::OpenFiles)?;
     tracing::info!(
         soft_before = budget.soft_before,
         soft = budget.soft,
@@ -115,7 +127,7 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
         .enable_all()
         .thread_name("ankusa")
         .build()
-        .wrap_err("cannot start the async runtime")?;
+        .map_err(DaemonError::io("cannot start the async runtime"))?;
     rt.block_on(async move {
         let daemon = Daemon::boot(settings, Arc::new(SystemClock))?;
         let listener = daemon.bind().await?;
@@ -128,8 +140,10 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
 /// says it is listening, so a signal sent right after is never missed.
 fn shutdown_signal() -> Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).wrap_err("cannot handle SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).wrap_err("cannot handle SIGINT")?;
+    let mut term =
+        signal(SignalKind::terminate()).map_err(DaemonError::io("cannot handle SIGTERM"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(DaemonError::io("cannot handle SIGINT"))?;
     Ok(async move {
         let name = tokio::select! {
             _ = term.recv() => "SIGTERM",
@@ -158,7 +172,7 @@ impl Daemon {
         let store = Arc::new(open_store(&settings.store_path)?);
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
-            .wrap_err("cannot recover inflight rows at boot")?;
+            .map_err(DaemonError::store("cannot recover inflight rows at boot"))?;
         let metrics = Arc::new(Metrics::with_sinks(
             sink_health::SinkBoard::new(
                 settings
@@ -180,7 +194,7 @@ impl Daemon {
         // Before anything dispatches: a tenant whose every marker was lost
         // (a crash inside a marker cleanup) would never be visited again.
         let healed = ankusa_store::transitions::repair_markers(&store)
-            .wrap_err("cannot check the active index at boot")?;
+            .map_err(DaemonError::store("cannot check the active index at boot"))?;
         if !healed.is_empty() {
             tracing::warn!(
                 tenants = healed.len(),
@@ -204,10 +218,11 @@ impl Daemon {
         // What the console and the command line name sinks by when no
         // daemon answers: this configuration's sinks.
         let catalog: Vec<_> = settings.sources.iter().flat_map(|s| s.catalog()).collect();
-        ankusa_store::sinks::replace(&store, &catalog)
-            .wrap_err("cannot record the sink catalog in the store")?;
+        ankusa_store::sinks::replace(&store, &catalog).map_err(DaemonError::store(
+            "cannot record the sink catalog in the store",
+        ))?;
         for scope in breaker::orphans(&store, &metrics.breakers)
-            .wrap_err("cannot read the pauses at boot")?
+            .map_err(DaemonError::store("cannot read the pauses at boot"))?
         {
             tracing::warn!(
                 %scope,
@@ -221,7 +236,7 @@ impl Daemon {
             settings.writer.clone(),
             metrics.clone(),
         )
-        .wrap_err("cannot load the tenant allocator")?;
+        .map_err(DaemonError::store("cannot load the tenant allocator"))?;
         tracing::info!(store = %settings.store_path.display(), recovered, "store open");
         Ok(Daemon {
             settings,
@@ -249,12 +264,12 @@ impl Daemon {
     /// Binds the configured listen address.
     pub async fn bind(&self) -> Result<TcpListener> {
         let addr = self.settings.listen;
-        TcpListener::bind(addr).await.wrap_err_with(|| {
-            format!(
+        TcpListener::bind(addr)
+            .await
+            .map_err(DaemonError::io(format!(
                 "cannot listen on {addr} (http.listen in {})",
                 self.settings.config_path.display()
-            )
-        })
+            )))
     }
 
     /// Serves until `stop` resolves, then shuts down gracefully. Returns
@@ -273,11 +288,13 @@ impl Daemon {
             clock,
             announce,
         } = self;
-        let writer_thread = writer.spawn().wrap_err("cannot start the writer thread")?;
+        let writer_thread = writer
+            .spawn()
+            .map_err(DaemonError::io("cannot start the writer thread"))?;
         let dispatcher = if settings.dispatch.enabled {
             Some(
                 dispatch::Dispatcher::new(store.clone(), clock.clone(), &settings, metrics.clone())
-                    .wrap_err("cannot build the delivery HTTP client")?,
+                    .map_err(DaemonError::Client)?,
             )
         } else {
             None
@@ -300,7 +317,7 @@ impl Daemon {
         let app = http::router(state, settings.largest_body(), settings.metrics);
         let addr: SocketAddr = listener
             .local_addr()
-            .wrap_err("cannot read the bound address")?;
+            .map_err(DaemonError::io("cannot read the bound address"))?;
         let jobs = Arc::new(job_runner::JobRunner::default());
         let node_history = Arc::new(history::History::default());
         let admin_state = Arc::new(admin::AdminState {
@@ -312,26 +329,26 @@ impl Daemon {
             history: node_history.clone(),
             started: std::time::Instant::now(),
         });
-        let admin_socket =
-            if settings.admin.socket {
-                let path = ankusa_ops::socket_path(&settings.store_path);
-                Some(admin::bind_socket(&settings.store_path).wrap_err_with(|| {
-                    format!("cannot create the admin socket {}", path.display())
-                })?)
-            } else {
-                None
-            };
+        let admin_socket = if settings.admin.socket {
+            let path = ankusa_ops::socket_path(&settings.store_path);
+            Some(
+                admin::bind_socket(&settings.store_path).map_err(DaemonError::io(format!(
+                    "cannot create the admin socket {}",
+                    path.display()
+                )))?,
+            )
+        } else {
+            None
+        };
         let admin_tcp = match settings.admin.listen {
-            Some(a) => Some(TcpListener::bind(a).await.wrap_err_with(|| {
-                format!(
-                    "cannot listen on {a} (admin.listen in {})",
-                    settings.config_path.display()
-                )
-            })?),
+            Some(a) => Some(TcpListener::bind(a).await.map_err(DaemonError::io(format!(
+                "cannot listen on {a} (admin.listen in {})",
+                settings.config_path.display()
+            )))?),
             None => None,
         };
         let admin_tcp_addr = admin_tcp.as_ref().and_then(|l| l.local_addr().ok());
-        admin::resume(&admin_state).wrap_err("cannot resume the unfinished admin jobs")?;
+        admin::resume(&admin_state).map_err(DaemonError::Resume)?;
         if announce {
             // Before the `listening on` line, which scripts wait for.
             if let Some(a) = admin_tcp_addr {
@@ -425,7 +442,7 @@ impl Daemon {
         };
         match finished {
             Some(Ok(())) => {}
-            Some(Err(e)) => return Err(eyre!(e).wrap_err("the HTTP server task failed")),
+            Some(Err(e)) => return Err(DaemonError::Server(e)),
             None => {
                 eprintln!(
                     "ankusa: requests still running after http.shutdown_timeout ({}); exiting without them",
@@ -439,7 +456,7 @@ impl Daemon {
         // writer handle: the writer answers what is queued, then stops.
         let joined = tokio::task::spawn_blocking(move || writer_thread.join()).await;
         if !matches!(joined, Ok(Ok(()))) {
-            return Err(eyre!("the writer thread failed"));
+            return Err(DaemonError::Writer);
         }
         if let Some(d) = dispatch {
             d.shutdown().await;
@@ -497,14 +514,15 @@ fn open_store(path: &Path) -> Result<Store> {
     match Store::create_or_open(path) {
         Ok(s) => Ok(s),
         Err(StoreError::Locked { .. }) => {
-            let holder = ankusa_store::lock::holder(path).ok().flatten();
-            let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
-            Err(crate::failure::unavailable(format!(
-                "the store at {} is in use by another process{who}: is another `ankusa serve` running on it? \
-                 Stop it first; a store has exactly one daemon",
-                path.display()
-            )))
+            let pid = ankusa_store::lock::holder(path).ok().flatten();
+            Err(DaemonError::StoreInUse {
+                path: path.to_owned(),
+                pid,
+            })
         }
-        Err(e) => Err(eyre!(e).wrap_err(format!("cannot open the store at {}", path.display()))),
+        Err(e) => Err(DaemonError::store(format!(
+            "cannot open the store at {}",
+            path.display()
+        ))(e)),
     }
 }

@@ -502,7 +502,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::clock::{Clock, FakeClock};
+    use crate::clock::{Clock, FakeClock};
     use ankusa_store::{tenants, Field};
     use std::time::Duration;
 

@@ -887,7 +887,7 @@ mod tests {
         transitions::claim(&mut b, &head);
         store.commit(b, false).unwrap();
         let metrics = Arc::new(Metrics::default());
-        let clock = crate::daemon::clock::FakeClock::at(now);
+        let clock = crate::clock::FakeClock::at(now);
         let d = Dispatcher::new(store.clone(), clock, &settings, metrics.clone()).unwrap();
         store.arm_fault(
             "cleanup.before_delete",
@@ -918,7 +918,7 @@ mod tests {
         let now = 1_800_000_000_000;
         due_at(&store, 1, 7, now - 5_000);
         let metrics = Arc::new(Metrics::default());
-        let clock = crate::daemon::clock::FakeClock::at(now);
+        let clock = crate::clock::FakeClock::at(now);
         let d = Dispatcher::new(store.clone(), clock, &settings, metrics.clone()).unwrap();
         let (_, rows) = d.claim().unwrap();
         assert_eq!(rows.len(), 1);

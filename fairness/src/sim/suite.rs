@@ -1,5 +1,5 @@
-//! `ankusa bench fairness`: run every scenario under every scheduler and apply the
-//! pass rule.
+//! The scenario suite and its verdict: run every scenario under every scheduler and
+//! apply the pass rule (what `ankusa bench fairness` prints).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use super::Error;
 
 /// What to run.
 #[derive(Debug, Clone, Default)]
-pub struct BenchOptions {
+pub struct SuiteOptions {
     /// A scenario file, or a directory of `*.toml` files; the built-in set when `None`.
     pub scenarios_path: Option<PathBuf>,
     /// Skip scenarios marked `slow`.
@@ -85,9 +85,9 @@ pub struct ScenarioReport {
     pub passed: bool,
 }
 
-/// The whole benchmark.
+/// The whole suite: every scenario's verdict, and the overall one.
 #[derive(Debug, Clone, Serialize)]
-pub struct BenchReport {
+pub struct SuiteReport {
     /// Whether `--quick` was used.
     pub quick: bool,
     /// Scenarios skipped by `--quick`.
@@ -219,10 +219,10 @@ pub fn run_scenario(sc: &Scenario) -> ScenarioReport {
     }
 }
 
-/// Run the benchmark: every scenario (built in, or from `scenarios_path`) under every
+/// Run the suite: every scenario (built in, or from `scenarios_path`) under every
 /// scheduler. Fails only on scenario files that cannot be read or are invalid; a
-/// failing pass rule is reported by [`BenchReport::passed`].
-pub fn run_bench(opts: &BenchOptions) -> Result<BenchReport, Error> {
+/// failing pass rule is reported by [`SuiteReport::passed`].
+pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteReport, Error> {
     let all = scenario::load_all(opts.scenarios_path.as_deref())?;
     let mut skipped = Vec::new();
     let mut scenarios = Vec::new();
@@ -233,7 +233,7 @@ pub fn run_bench(opts: &BenchOptions) -> Result<BenchReport, Error> {
         }
         scenarios.push(run_scenario(sc));
     }
-    Ok(BenchReport {
+    Ok(SuiteReport {
         quick: opts.quick,
         skipped,
         scenarios,
@@ -254,7 +254,7 @@ fn fmt_opt(v: Option<f64>) -> String {
     v.map_or("-".into(), fmt_num)
 }
 
-impl BenchReport {
+impl SuiteReport {
     /// The pass rule: on every scenario ours is at least as good as the best
     /// alternative on the primary metric (within tolerance), meets the scenario's
     /// absolute targets, makes no illegal claim, holds exactly-once, has zero

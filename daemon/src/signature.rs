@@ -24,7 +24,7 @@ use subtle::ConstantTimeEq;
 type HmacSha256 = Hmac<Sha256>;
 
 /// Signature entries tried per request (a sender rotating keys sends two).
-pub const MAX_SIGNATURES: usize = 8;
+pub(crate) const MAX_SIGNATURES: usize = 8;
 const SECRET_PREFIX: &str = "whsec_";
 
 /// Why a signature was refused.
@@ -45,7 +45,7 @@ pub struct Signed<'a> {
 }
 
 /// Decodes a `whsec_<base64>` signing secret into its key.
-pub fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
     let b64 = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
     let key = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
@@ -63,7 +63,7 @@ pub fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
 
 /// The `v1,<base64>` signature of a message, as a sender computes it.
 #[cfg(test)]
-pub fn sign(key: &[u8], id: &str, timestamp_s: u64, body: &[u8]) -> String {
+pub(crate) fn sign(key: &[u8], id: &str, timestamp_s: u64, body: &[u8]) -> String {
     let Some(mut mac) = mac_for(key, id, &timestamp_s.to_string()) else {
         return String::new();
     };
@@ -127,7 +127,7 @@ pub fn verify(
 }
 
 /// Whether a presented token matches a configured digest, in constant time.
-pub fn token_matches(presented: &[u8], expected: &[u8; 32]) -> bool {
+pub(crate) fn token_matches(presented: &[u8], expected: &[u8; 32]) -> bool {
     digest(presented).ct_eq(expected).into()
 }
 

@@ -72,6 +72,8 @@ impl Histogram {
     }
 }
 
+/// The daemon's in-memory counters, shared by every task and rendered by
+/// `GET /metrics`; a bench's own server takes a fresh one.
 #[derive(Debug, Default)]
 pub struct Metrics {
     outcomes: [AtomicU64; Outcome::ALL.len()],
@@ -492,9 +494,9 @@ pub struct DispatchMetrics {
     pub tick_us_sum: AtomicU64,
     pub last_tick_us: AtomicU64,
     /// Duration of each tick (plan, claim, marker cleanup).
-    pub tick_seconds: crate::daemon::metrics::Histogram,
+    pub tick_seconds: crate::metrics::Histogram,
     /// Duration of each delivery attempt (the HTTP request to the sink).
-    pub attempt_seconds: crate::daemon::metrics::Histogram,
+    pub attempt_seconds: crate::metrics::Histogram,
     pub tick_errors: AtomicU64,
     pub attempts: AtomicU64,
     pub delivered: AtomicU64,
