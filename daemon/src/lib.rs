@@ -204,10 +204,12 @@ impl Daemon {
         // A store an earlier release wrote has no rows-waiting count per
         // sink yet: count it once, before the writer and the dispatcher
         // can move a row, which the recount's fold-then-put needs.
-        if !ankusa_store::waiting::counted(&store).wrap_err("cannot read the store")? {
+        if !ankusa_store::waiting::counted(&store)
+            .map_err(DaemonError::store("cannot read the store at boot"))?
+        {
             let started = std::time::Instant::now();
             let r = ankusa_store::waiting::recount_waiting(&store)
-                .wrap_err("cannot count the rows waiting per sink")?;
+                .map_err(DaemonError::store("cannot count the rows waiting per sink"))?;
             tracing::info!(
                 sinks = r.sinks,
                 rows = r.rows,
