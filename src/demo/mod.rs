@@ -212,10 +212,12 @@ id = "{orders}"
 tenant_header = "x-tenant"
 
 [[sources.sinks]]
+name = "healthy"
 url = {healthy}
 timeout = "5s"
 
 [[sources.sinks]]
+name = "slow"
 url = {slow}
 timeout = "5s"
 max_attempts = 5
@@ -228,10 +230,12 @@ tenant_header = "x-tenant"
 signing_secret = "{secret}"
 
 [[sources.sinks]]
+name = "healthy"
 url = {healthy}
 timeout = "5s"
 
 [[sources.sinks]]
+name = "flaky"
 url = {flaky}
 timeout = "5s"
 max_attempts = 8
@@ -244,10 +248,12 @@ id = "{signups}"
 tenant_header = "x-tenant"
 
 [[sources.sinks]]
+name = "healthy"
 url = {healthy}
 timeout = "5s"
 
 [[sources.sinks]]
+name = "failing"
 url = {failing}
 timeout = "5s"
 max_attempts = 3
