@@ -203,7 +203,7 @@ impl ActiveSet {
             if b < *e {
                 *e = b;
             }
-            seen.entry(ord).or_default().insert(b);
+            note_seen(seen.entry(ord).or_default(), b);
         })?;
         self.walked_to = Some(now_b);
         Ok(())
@@ -256,6 +256,31 @@ impl ActiveSet {
             *e = bucket;
         }
     }
+}
+
+/// Marker seconds kept per tenant between visits at most. The walk meets a
+/// marker for every second a tenant has rows in, so without a cap the set
+/// held every (tenant, second) of the backlog (a full resync walks them
+/// all): memory grew with the rows waiting. Only the earliest seconds
+/// matter: a cleanup deletes markers before the tenant's first due row,
+/// and a later second's marker is almost always at or after it. A marker
+/// left out stays until a walk meets it again after the tenant's next
+/// visit (a stale marker costs one empty visit; never a missed row, since
+/// the cleanup deletes only what it verifies has no row).
+pub const SEEN_MAX: usize = 32;
+
+/// Adds `second` to a tenant's seen markers, keeping the [`SEEN_MAX`]
+/// earliest.
+fn note_seen(set: &mut std::collections::BTreeSet<u64>, second: u64) {
+    if set.len() >= SEEN_MAX {
+        match set.last() {
+            Some(&last) if second < last => {
+                set.remove(&last);
+            }
+            _ => return,
+        }
+    }
+    set.insert(second);
 }
 
 /// The read side of a tick: active tenants, their head rows, the
@@ -818,6 +843,29 @@ mod tests {
             .iter()
             .map(|a| a.ord)
             .collect()
+    }
+
+    #[test]
+    fn a_tenant_keeps_only_its_earliest_marker_seconds_between_visits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let now = 10_000_000;
+        // Tenant 1 has rows in 200 seconds: the set keeps the first
+        // SEEN_MAX of them, however many there are.
+        for i in 0..200u64 {
+            due_at(&store, 1 + i, 1, now - 300_000 + i * 1000);
+        }
+        let mut set = ActiveSet::default();
+        set.refresh(&store, now).unwrap();
+        let first = (now - 300_000) / 1000;
+        let want: Vec<u64> = (0..SEEN_MAX as u64).map(|i| first + i).collect();
+        assert_eq!(set.visited(1, Some(first)), want);
+        // A second earlier than all kept pushes out the latest.
+        let mut kept: std::collections::BTreeSet<u64> = want.iter().copied().collect();
+        note_seen(&mut kept, first - 1);
+        assert_eq!(kept.len(), SEEN_MAX);
+        assert_eq!(kept.first(), Some(&(first - 1)));
+        assert!(!kept.contains(&(first + SEEN_MAX as u64 - 1)));
     }
 
     #[test]

@@ -363,6 +363,21 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
         "Rows moved to the quarantine because they did not decode (see `ankusa store quarantine list`).",
         &ankusa_store::quarantine::count(store)?,
     );
+    // RocksDB's share of the resident memory, by part: what the store's
+    // configuration bounds, told apart from the daemon's own.
+    let mem = store.memory()?;
+    let name = "ankusa_store_memory_bytes";
+    let _ = writeln!(
+        out,
+        "# HELP {name} RocksDB memory by part: block caches, memtables, index and filter blocks of open files.\n# TYPE {name} gauge"
+    );
+    for (part, v) in [
+        ("block_cache", mem.block_cache),
+        ("memtables", mem.memtables),
+        ("table_readers", mem.table_readers),
+    ] {
+        let _ = writeln!(out, "{name}{{part=\"{part}\"}} {v}");
+    }
     // Rows waiting per sink: one multi-get over the catalog (the
     // configuration's sinks, so the labels stay bounded). Absent until a
     // store an earlier release wrote is counted.

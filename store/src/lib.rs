@@ -64,7 +64,7 @@ pub use counters::{Counters, Field, Total, Totals};
 pub use error::{DecodeError, Result, StoreError};
 pub use rows::{DeadRow, DueRow, InflightRow};
 pub use schema::{Family, FORMAT};
-pub use store::{Mode, Store, WriteFault};
+pub use store::{Mode, Store, StoreMemory, WriteFault};
 pub use values::{Envelope, HookId, Kind};
 
 /// Milliseconds since the Unix epoch from the system clock. Components take

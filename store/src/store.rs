@@ -691,6 +691,27 @@ impl Store {
     }
 
     /// RocksDB's estimate of the keys in a family (cheap; approximate).
+    /// RocksDB's own memory, summed over the families: the part of a
+    /// process's resident memory the store's configuration bounds (block
+    /// caches, memtables, and the index and filter blocks of open table
+    /// files), so a reader can tell it from the rest.
+    pub fn memory(&self) -> Result<StoreMemory> {
+        let db = self.db()?;
+        let mut m = StoreMemory::default();
+        for f in Family::ALL {
+            let Ok(cf) = Self::cf_in(&db, f) else {
+                continue;
+            };
+            let prop = |name: &str| -> Result<u64> {
+                Ok(db.property_int_value_cf(cf, name)?.unwrap_or(0))
+            };
+            m.block_cache += prop("rocksdb.block-cache-usage")?;
+            m.memtables += prop("rocksdb.cur-size-all-mem-tables")?;
+            m.table_readers += prop("rocksdb.estimate-table-readers-mem")?;
+        }
+        Ok(m)
+    }
+
     pub fn estimate_keys(&self, f: Family) -> Result<u64> {
         let db = self.db()?;
         Ok(db
@@ -886,4 +907,15 @@ mod tests {
         assert_eq!(seen, 10);
         assert!(res.is_ok());
     }
+}
+
+/// RocksDB's memory by part, in bytes ([`Store::memory`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreMemory {
+    /// Blocks held by the block caches.
+    pub block_cache: u64,
+    /// Active and immutable memtables.
+    pub memtables: u64,
+    /// Index and filter blocks of the open table files.
+    pub table_readers: u64,
 }
