@@ -138,7 +138,10 @@ pub struct Limits {
     /// Rows that may be claimed (the caller folds global concurrency room into this).
     pub rows: u32,
     /// Bytes that may be claimed. A single row larger than the whole budget is claimed
-    /// alone on a tick that claims nothing else, so it cannot be stuck forever.
+    /// alone on a tick that claims nothing else, so it cannot be stuck forever; a
+    /// budget of 0 claims nothing. A caller with a bound on bytes in flight passes the
+    /// bytes still free under it (at most its per-tick budget), so claims follow what
+    /// deliveries free and the tag order decides who gets it (rule 5).
     pub bytes: u64,
 }
 
@@ -599,7 +602,7 @@ impl Scheduler {
             let size = u64::from(row.size);
             // Rule 5: a row that does not fit what is left skips only its tenant, and
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
-            let fits = size <= sel.bytes_left || (size > limits.bytes && sel.rows_total == 0);
+            let fits = size <= sel.bytes_left || oversize_alone(size, limits, sel.rows_total);
             if !fits {
                 self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
@@ -830,6 +833,19 @@ fn competing_floor(t: &Entry, group_floor: u64, tick: u64) -> u64 {
     } else {
         group_floor
     }
+}
+
+/// Whether a row larger than the tick's whole byte budget may go alone: only on a
+/// tick that has claimed nothing else, and only when the budget is not exhausted.
+/// The caller passes the bytes still free under its in-flight bound as the budget,
+/// so a budget of zero means everything is already in flight; claiming a row alone
+/// then would add a row a tick without bound. With any budget left, the first row by
+/// tag goes whatever its size and the overdraft is repaid from the bytes its
+/// delivery frees: that is what keeps a tenant of large rows from waiting forever
+/// for the freed bytes to add up to one of its rows while small rows take every
+/// fragment.
+fn oversize_alone(size: u64, limits: Limits, claimed: u32) -> bool {
+    size > limits.bytes && claimed == 0 && limits.bytes > 0
 }
 
 /// Whether the tenant can take its `k`-th head row now: the row exists, is due, and

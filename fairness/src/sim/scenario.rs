@@ -89,6 +89,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/large_rows_over_half.toml"),
     ),
     (
+        "large_rows_inflight.toml",
+        include_str!("../../scenarios/large_rows_inflight.toml"),
+    ),
+    (
         "capped_swarm.toml",
         include_str!("../../scenarios/capped_swarm.toml"),
     ),
@@ -151,6 +155,10 @@ pub struct Capacity {
     pub bytes: Option<u64>,
     /// Rows in flight at once across all tenants; unlimited when absent.
     pub concurrency: Option<u32>,
+    /// Bytes in flight at once across all tenants, as the daemon's
+    /// `max_inflight_bytes`: a step's byte budget is what is left under it (at most
+    /// `bytes`). Unlimited when absent.
+    pub inflight_bytes: Option<u64>,
     /// Work-conserving caps: ours runs with [`crate::scheduler::Config::spare`] set
     /// to this, and every run is held to it (borrowing is legal, idle borrowable slots
     /// are a work-conservation violation). Hard caps when absent.
