@@ -26,7 +26,7 @@ pub struct SimTenant {
     pub role: String,
     /// Source ordinal (fairness group).
     pub source: u32,
-    weight: u32,
+    pub(crate) weight: u32,
     cap: Option<u32>,
     hold: u64,
     size: SizeSpec,
