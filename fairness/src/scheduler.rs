@@ -55,7 +55,9 @@
 //!   no newcomer is waiting.
 //! * **Ties break on a serial stamp**, taken at registration, at every claim, and when
 //!   a tenant comes back with a row due after a tick with none: the tenant that has
-//!   waited longest with work due goes first. Never the tenant id or name, and there
+//!   waited longest with work due goes first, after any tenant never served at that
+//!   tag (max-min serves the least served first; a newcomer stacked one row behind a
+//!   burst would otherwise also wait behind the burst's members served once). Never the tenant id or name, and there
 //!   is no second pass in due-time order.
 //! * **State is bounded.** Entries live in a hash map with an LRU sweep queue holding
 //!   exactly one slot per entry. Each tick sweeps a budget proportional to its input;
@@ -565,7 +567,7 @@ impl Scheduler {
             let Some(g) = self.groups.map.get(&h.group) else {
                 continue;
             };
-            let key = (self.start_of(t, g), t.stamp, i);
+            let key = (self.start_of(t, g), order_stamp(t), i);
             let slot = *slot_of.entry(h.group).or_insert_with(|| {
                 slots.push((h.group, BinaryHeap::new()));
                 slots.len() - 1
@@ -624,7 +626,7 @@ impl Scheduler {
                 ) {
                     slots[slot]
                         .1
-                        .push(Reverse((self.start_of(t, g), t.stamp, i)));
+                        .push(Reverse((self.start_of(t, g), order_stamp(t), i)));
                     self.work.heap_ops += 1;
                 }
             }
@@ -832,6 +834,16 @@ fn competing_floor(t: &Entry, group_floor: u64, tick: u64) -> u64 {
         t.skipped_floor.min(group_floor)
     } else {
         group_floor
+    }
+}
+
+/// The tie-break among tenants at the same start tag: a tenant never served goes
+/// before one that has been, then waiting order.
+fn order_stamp(t: &Entry) -> u64 {
+    if t.fresh {
+        t.stamp
+    } else {
+        t.stamp | (1 << 63)
     }
 }
 

@@ -500,6 +500,34 @@ fn rule5_large_rows_get_their_bytes_under_an_inflight_bound() {
     );
 }
 
+// Rules 3 and 4 together (issue 15, `many_keys`). Guard: `order_stamp` (at equal start
+// tags a tenant never served goes before one that has been). Sixty tenants arrive
+// together with 8 rows each and ten are served on tick 0; a light tenant arrives on
+// tick 1. The fifty still waiting are newcomers, so it stacks one row behind them, at
+// the start tag of the ten already served once, and by waiting order alone it would
+// follow those ten too: first served on tick 7, where round robin serves it on tick 6
+// and the fluid split (61 tenants, 10 rows a tick) after 6.1 ticks. Never served, it
+// goes first among them: tick 6.
+#[test]
+fn rule4_a_tenant_never_served_goes_first_among_equal_tags() {
+    let mut s = Scheduler::new(cfg());
+    let mut w = World::default();
+    for t in 0..60 {
+        w.add(t, 8, 0, 1000);
+    }
+    let mut first = None;
+    for now in 0..20 {
+        if now == 1 {
+            w.add(100, 4, 1, 1000);
+        }
+        let c = w.tick(&mut s, now, lim(10));
+        if first.is_none() && count(&c, 100) > 0 {
+            first = Some(now);
+        }
+    }
+    assert_eq!(first, Some(6), "the light tenant's first tick");
+}
+
 // Rule 3 with a capped incumbent (finding 3 of issue 15). Guard: `servable(h, 0, now)`
 // in what counts as established. The only established tenant is at its cap, so it can
 // take nothing; six tenants arriving together must then be served side by side (two
