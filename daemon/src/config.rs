@@ -132,6 +132,7 @@ pub struct DispatchSection {
     pub tick: Dur<1, 60_000>,
     pub refill: bool,
     pub max_inflight: Int<1, 100_000>,
+    pub max_inflight_bytes: Int<1024, { 64 * 1024 * MIB }>,
     pub per_tenant: Int<1, 100_000>,
     pub per_sink: Int<1, 100_000>,
     pub tick_rows: Int<1, 100_000>,
@@ -150,6 +151,7 @@ impl Default for DispatchSection {
             tick: Dur(Duration::from_millis(100)),
             refill: true,
             max_inflight: Int(256),
+            max_inflight_bytes: Int(64 * MIB),
             per_tenant: Int(32),
             per_sink: Int(64),
             tick_rows: Int(256),
@@ -173,6 +175,7 @@ impl DispatchSection {
             tick: d.tick.0,
             refill: d.refill,
             max_inflight: to_usize(d.max_inflight.0),
+            max_inflight_bytes: d.max_inflight_bytes.0,
             per_tenant: u32::try_from(d.per_tenant.0).unwrap_or(u32::MAX),
             per_sink: to_usize(d.per_sink.0),
             tick_rows: u32::try_from(d.tick_rows.0).unwrap_or(u32::MAX),
@@ -982,6 +985,9 @@ pub struct DispatchSettings {
     pub refill: bool,
     /// Deliveries in flight at once, node-wide.
     pub max_inflight: usize,
+    /// Body bytes of the deliveries in flight at once, node-wide (one row may
+    /// overdraw it, see `Limits::bytes`).
+    pub max_inflight_bytes: u64,
     /// Deliveries in flight at once per tenant (the scheduler's cap).
     pub per_tenant: u32,
     /// Deliveries in flight at once per sink.

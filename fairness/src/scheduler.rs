@@ -55,7 +55,9 @@
 //!   no newcomer is waiting.
 //! * **Ties break on a serial stamp**, taken at registration, at every claim, and when
 //!   a tenant comes back with a row due after a tick with none: the tenant that has
-//!   waited longest with work due goes first. Never the tenant id or name, and there
+//!   waited longest with work due goes first, after any tenant never served at that
+//!   tag (max-min serves the least served first; a newcomer stacked one row behind a
+//!   burst would otherwise also wait behind the burst's members served once). Never the tenant id or name, and there
 //!   is no second pass in due-time order.
 //! * **State is bounded.** Entries live in a hash map with an LRU sweep queue holding
 //!   exactly one slot per entry. Each tick sweeps a budget proportional to its input;
@@ -138,7 +140,10 @@ pub struct Limits {
     /// Rows that may be claimed (the caller folds global concurrency room into this).
     pub rows: u32,
     /// Bytes that may be claimed. A single row larger than the whole budget is claimed
-    /// alone on a tick that claims nothing else, so it cannot be stuck forever.
+    /// alone on a tick that claims nothing else, so it cannot be stuck forever; a
+    /// budget of 0 claims nothing. A caller with a bound on bytes in flight passes the
+    /// bytes still free under it (at most its per-tick budget), so claims follow what
+    /// deliveries free and the tag order decides who gets it (rule 5).
     pub bytes: u64,
 }
 
@@ -562,7 +567,7 @@ impl Scheduler {
             let Some(g) = self.groups.map.get(&h.group) else {
                 continue;
             };
-            let key = (self.start_of(t, g), t.stamp, i);
+            let key = (self.start_of(t, g), order_stamp(t), i);
             let slot = *slot_of.entry(h.group).or_insert_with(|| {
                 slots.push((h.group, BinaryHeap::new()));
                 slots.len() - 1
@@ -599,7 +604,7 @@ impl Scheduler {
             let size = u64::from(row.size);
             // Rule 5: a row that does not fit what is left skips only its tenant, and
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
-            let fits = size <= sel.bytes_left || (size > limits.bytes && sel.rows_total == 0);
+            let fits = size <= sel.bytes_left || oversize_alone(size, limits, sel.rows_total);
             if !fits {
                 self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
@@ -621,7 +626,7 @@ impl Scheduler {
                 ) {
                     slots[slot]
                         .1
-                        .push(Reverse((self.start_of(t, g), t.stamp, i)));
+                        .push(Reverse((self.start_of(t, g), order_stamp(t), i)));
                     self.work.heap_ops += 1;
                 }
             }
@@ -830,6 +835,29 @@ fn competing_floor(t: &Entry, group_floor: u64, tick: u64) -> u64 {
     } else {
         group_floor
     }
+}
+
+/// The tie-break among tenants at the same start tag: a tenant never served goes
+/// before one that has been, then waiting order.
+fn order_stamp(t: &Entry) -> u64 {
+    if t.fresh {
+        t.stamp
+    } else {
+        t.stamp | (1 << 63)
+    }
+}
+
+/// Whether a row larger than the tick's whole byte budget may go alone: only on a
+/// tick that has claimed nothing else, and only when the budget is not exhausted.
+/// The caller passes the bytes still free under its in-flight bound as the budget,
+/// so a budget of zero means everything is already in flight; claiming a row alone
+/// then would add a row a tick without bound. With any budget left, the first row by
+/// tag goes whatever its size and the overdraft is repaid from the bytes its
+/// delivery frees: that is what keeps a tenant of large rows from waiting forever
+/// for the freed bytes to add up to one of its rows while small rows take every
+/// fragment.
+fn oversize_alone(size: u64, limits: Limits, claimed: u32) -> bool {
+    size > limits.bytes && claimed == 0 && limits.bytes > 0
 }
 
 /// Whether the tenant can take its `k`-th head row now: the row exists, is due, and

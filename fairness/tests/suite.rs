@@ -39,6 +39,8 @@ fn built_in_scenarios_pass_and_report() {
         "wait_p95",
         "jain",
         "worst_share",
+        "raw_byte_jain",
+        "bytes_served",
         "wc_violations",
         "state_peak",
     ] {

@@ -183,7 +183,7 @@ fn measure_cell(
             let s = Instant::now();
             let paused = ankusa_store::pauses::Paused::load(&store)?;
             let plan = plan_tick(
-                &store, &mut sched, &mut set, tick_now, &settings, &inflight, 0, &paused,
+                &store, &mut sched, &mut set, tick_now, &settings, &inflight, 0, 0, &paused,
             )?;
             samples.push(s.elapsed().as_secs_f64() * 1000.0);
             planned = plan.rows();

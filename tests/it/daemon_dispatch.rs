@@ -10,8 +10,9 @@
 //!   hooks, then a light tenant posts 10; the light tenant's first delivery
 //!   comes within a bounded number of ticks, long before the flood drains.
 //! - `large_and_small_bodies_get_equal_bytes`: one tenant's 512 KiB bodies and
-//!   another's 2 KiB bodies, both backlogged against one sink under a 1 MiB
-//!   tick: while both have work, each gets within 10% of half the bytes.
+//!   another's 2 KiB bodies, both backlogged against one sink under 1 MiB in
+//!   flight, refill ticks on: while both have work, each gets within 10% of
+//!   half the bytes.
 //! - `sigkill_during_delivery_loses_nothing`: killed with deliveries in
 //!   flight, restarted: every acknowledged hook reaches the sink at least
 //!   once (or is dead), nothing stays owed, `store check` passes.
@@ -565,11 +566,11 @@ async fn post_sized(c: &reqwest::Client, d: &Daemon, source: &str, n: usize, siz
 
 // Issue 15: the scheduler is fair in bytes, not rows, when rows are large. Both
 // backlogs are ingested with dispatch off, so both are backlogged from the first tick.
-// A 1 MiB tick with 1,024 row slots is the binding limit (256 small deliveries and one
-// large a tick, two ticks a second, well within what the loopback sink takes), so the
-// split is the scheduler's: 512 KiB to each a tick. A tick's 256 small deliveries go
-// out 256 at a time (`per_sink`), so they arrive with the large one rather than trailing
-// it. Bytes are counted until the large tenant's last delivery, while both had work.
+// The dispatcher runs as configured by default, refill ticks on: a tick starts whenever
+// a delivery ends. 1 MiB in flight (`max_inflight_bytes`) is the binding limit, with
+// row slots to spare, so each tick claims what deliveries freed and the split is the
+// scheduler's: 512 KiB in flight to each, and bytes delivered in that ratio. Bytes are
+// counted until the large tenant's last delivery, while both had work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_and_small_bodies_get_equal_bytes() {
     const LARGE: usize = 20;
@@ -589,11 +590,8 @@ async fn large_and_small_bodies_get_equal_bytes() {
     post_sized(&c, &d, "small", SMALL, SMALL_SIZE).await;
     assert!(d.stop().success());
 
-    // Claims on the period only (`refill = false`), so the tick's byte
-    // budget is what binds.
-    let dispatch =
-        "tick = \"500ms\"\nrefill = false\nreclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
-                    tick_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
+    let dispatch = "reclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
+                    max_inflight_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
                     per_tenant = 4096\nmax_inflight = 8192\nper_sink = 256";
     write_config(dir.path(), &config_dispatching(dispatch, "", &sources));
     let d = Daemon::start(dir.path());

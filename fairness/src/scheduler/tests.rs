@@ -437,6 +437,97 @@ fn rule5_a_tenant_skipped_for_bytes_keeps_its_lag() {
     );
 }
 
+// Rule 5 under a bound on bytes in flight (issue 15, the daemon's refill ticks).
+// Guard: `oversize_alone` (a row larger than the bytes left goes first on a tick when
+// its tag says so, and only while some budget is left). The caller passes the bytes
+// free under a 1,024,000-byte in-flight bound; small rows finish one to sixteen ticks
+// after their claim, so the bytes freed on most ticks are a few small rows' worth and
+// never add up to a 512,000-byte row by themselves: small rows would take every
+// fragment and the large tenant would starve. With the rule the large tenant goes
+// first whenever its tag is lowest and overdraws the bound by at most one row, which
+// its own bytes repay, so the split of claimed bytes stays even. With nothing free,
+// nothing is claimed, so the overdraft never grows.
+#[test]
+fn rule5_large_rows_get_their_bytes_under_an_inflight_bound() {
+    const BOUND: u64 = 1_024_000;
+    const LARGE: u32 = 512_000;
+    let mut s = Scheduler::new(cfg());
+    let mut w = World::default();
+    w.add(1, 2_000, 0, LARGE);
+    w.add(2, 400_000, 0, 2_000);
+    let full = Limits {
+        rows: 1_024,
+        bytes: 0,
+    };
+    let none = w.tick(&mut s, 0, full);
+    assert!(none.is_empty(), "claimed {none:?} with the bound full");
+    // (tick it finishes, bytes) of every row in flight.
+    let mut flight: Vec<(u64, u64)> = Vec::new();
+    let (mut big, mut small, mut serial, mut peak) = (0u64, 0u64, 0u64, 0u64);
+    for now in 0..600u64 {
+        flight.retain(|&(done, _)| done > now);
+        let held: u64 = flight.iter().map(|&(_, b)| b).sum();
+        let limits = Limits {
+            rows: 1_024,
+            bytes: BOUND.saturating_sub(held),
+        };
+        for c in w.tick(&mut s, now, limits) {
+            for _ in 0..c.rows {
+                serial += 1;
+                let (size, hold) = if c.tenant == 1 {
+                    (u64::from(LARGE), 3)
+                } else {
+                    (2_000, 1 + serial % 16)
+                };
+                flight.push((now + hold, size));
+            }
+            if c.tenant == 1 {
+                big += c.bytes;
+            } else {
+                small += c.bytes;
+            }
+        }
+        peak = peak.max(flight.iter().map(|&(_, b)| b).sum());
+    }
+    let share = big as f64 / (big + small) as f64;
+    assert!(
+        (0.45..=0.55).contains(&share),
+        "large rows got {big} bytes, small rows {small} ({share:.3})"
+    );
+    assert!(
+        peak < BOUND + u64::from(LARGE),
+        "{peak} bytes in flight: the overdraft grew past one row"
+    );
+}
+
+// Rules 3 and 4 together (issue 15, `many_keys`). Guard: `order_stamp` (at equal start
+// tags a tenant never served goes before one that has been). Sixty tenants arrive
+// together with 8 rows each and ten are served on tick 0; a light tenant arrives on
+// tick 1. The fifty still waiting are newcomers, so it stacks one row behind them, at
+// the start tag of the ten already served once, and by waiting order alone it would
+// follow those ten too: first served on tick 7, where round robin serves it on tick 6
+// and the fluid split (61 tenants, 10 rows a tick) after 6.1 ticks. Never served, it
+// goes first among them: tick 6.
+#[test]
+fn rule4_a_tenant_never_served_goes_first_among_equal_tags() {
+    let mut s = Scheduler::new(cfg());
+    let mut w = World::default();
+    for t in 0..60 {
+        w.add(t, 8, 0, 1000);
+    }
+    let mut first = None;
+    for now in 0..20 {
+        if now == 1 {
+            w.add(100, 4, 1, 1000);
+        }
+        let c = w.tick(&mut s, now, lim(10));
+        if first.is_none() && count(&c, 100) > 0 {
+            first = Some(now);
+        }
+    }
+    assert_eq!(first, Some(6), "the light tenant's first tick");
+}
+
 // Rule 3 with a capped incumbent (finding 3 of issue 15). Guard: `servable(h, 0, now)`
 // in what counts as established. The only established tenant is at its cap, so it can
 // take nothing; six tenants arriving together must then be served side by side (two

@@ -26,7 +26,7 @@ pub struct SimTenant {
     pub role: String,
     /// Source ordinal (fairness group).
     pub source: u32,
-    weight: u32,
+    pub(crate) weight: u32,
     cap: Option<u32>,
     hold: u64,
     size: SizeSpec,
@@ -144,6 +144,8 @@ struct Sim<'a> {
     seq: u64,
     inflight: BinaryHeap<Reverse<(u64, u64)>>,
     inflight_total: u32,
+    /// Bytes of the rows in flight, against `capacity.inflight_bytes`.
+    inflight_bytes: u64,
     with_queue: BTreeSet<u32>,
     exactly_once: bool,
 }
@@ -275,6 +277,7 @@ impl<'a> Sim<'a> {
             let t = meta.tenant;
             self.tenants[t as usize].inflight -= 1;
             self.inflight_total -= 1;
+            self.inflight_bytes -= u64::from(meta.size);
             let retry = self.tenants[t as usize].retry;
             let failed = retry.is_some_and(|r| {
                 r.fail_rate > 0.0
@@ -356,6 +359,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
         seq: 0,
         inflight: BinaryHeap::new(),
         inflight_total: 0,
+        inflight_bytes: 0,
         with_queue: BTreeSet::new(),
         exactly_once: true,
     };
@@ -488,7 +492,13 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
         };
         let limits = Limits {
             rows: sc.capacity.rows.min(room),
-            bytes: sc.capacity.bytes.unwrap_or(u64::MAX),
+            // As the daemon: what is free under the in-flight bound, at most a step's
+            // budget. A step that finds it full claims nothing.
+            bytes: sc.capacity.bytes.unwrap_or(u64::MAX).min(
+                sc.capacity
+                    .inflight_bytes
+                    .map_or(u64::MAX, |b| b.saturating_sub(sim.inflight_bytes)),
+            ),
         };
 
         // Heads in the active index's order: oldest head first. Paused tenants are
@@ -695,7 +705,8 @@ fn apply(
             reject("row limit exceeded".into(), invalid);
             continue;
         }
-        let oversize_alone = rows_used == 0 && c.rows == 1 && bytes > limits.bytes;
+        let oversize_alone =
+            rows_used == 0 && c.rows == 1 && bytes > limits.bytes && limits.bytes > 0;
         if bytes_used + bytes > limits.bytes && !oversize_alone {
             reject("byte budget exceeded".into(), invalid);
             continue;
@@ -725,6 +736,7 @@ fn apply(
             meta.state = RowState::Inflight;
             meta.attempts += 1;
             sim.inflight_total += 1;
+            sim.inflight_bytes += u64::from(row.size);
             sim.inflight.push(Reverse((now + hold, id)));
             log.push((now, c.tenant, now.saturating_sub(row.due_at)));
         }
@@ -768,7 +780,7 @@ fn claimable_left(
             && !tn.paused(now)
             && under_ceiling
             && (under_cap || lendable)
-            && (size <= bytes_left || (size > limits.bytes && rows_used == 0))
+            && (size <= bytes_left || (size > limits.bytes && rows_used == 0 && limits.bytes > 0))
     })
 }
 

@@ -30,6 +30,11 @@ pub struct Summary {
     pub jain: f64,
     /// Jain's index of bytes served / fair bytes.
     pub byte_jain: f64,
+    /// Jain's index of raw bytes served (over weight), beside `byte_jain`: it rewards
+    /// a scheduler that idles bytes one tenant could have used.
+    pub raw_byte_jain: f64,
+    /// Bytes delivered in the run, every tenant together.
+    pub bytes_served: u64,
     /// Smallest served/fair over tenants with at least one row of fair share.
     pub worst_share: f64,
     /// Step at which everything was done; null when the run hit `max_steps`.
@@ -193,6 +198,7 @@ pub fn compute(r: &RunResult, spec: &MetricSpec) -> f64 {
             jain(&xs)
         }
         Metric::ByteJain => byte_jain(r, role),
+        Metric::RawByteJain => raw_byte_jain(r, role),
         Metric::DrainStep => r.drain_step.map_or(never, |d| d as f64),
         Metric::ClassShare => r
             .role_fair
@@ -217,6 +223,21 @@ fn byte_jain(r: &RunResult, role: Option<&str>) -> f64 {
         .filter(|t| role.is_none_or(|role| t.role == role))
         .filter(|t| t.had_work() && t.fair_bytes > 0.0)
         .map(|t| t.served_bytes as f64 / t.fair_bytes)
+        .collect();
+    if xs.is_empty() {
+        f64::NAN
+    } else {
+        jain(&xs)
+    }
+}
+
+fn raw_byte_jain(r: &RunResult, role: Option<&str>) -> f64 {
+    let xs: Vec<f64> = r
+        .tenants
+        .iter()
+        .filter(|t| role.is_none_or(|role| t.role == role))
+        .filter(|t| t.had_work())
+        .map(|t| t.served_bytes as f64 / f64::from(t.weight.max(1)))
         .collect();
     if xs.is_empty() {
         f64::NAN
@@ -258,6 +279,8 @@ pub fn summarize(r: &RunResult) -> Summary {
         never_served,
         jain: jain(&xs),
         byte_jain: byte_jain(r, None),
+        raw_byte_jain: raw_byte_jain(r, None),
+        bytes_served: r.tenants.iter().map(|t| t.served_bytes).sum(),
         worst_share: {
             let v = ratios(r, None).into_iter().fold(f64::INFINITY, f64::min);
             if v.is_finite() {

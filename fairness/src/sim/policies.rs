@@ -108,7 +108,9 @@ impl<'a, 'h> Picker<'a, 'h> {
 
     fn fits(&self, i: usize) -> bool {
         match self.next_size(i) {
-            Some(s) => s <= self.bytes_left || (s > self.budget && self.total == 0),
+            Some(s) => {
+                s <= self.bytes_left || (s > self.budget && self.total == 0 && self.budget > 0)
+            }
             None => false,
         }
     }

@@ -89,6 +89,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/large_rows_over_half.toml"),
     ),
     (
+        "large_rows_unbound.toml",
+        include_str!("../../scenarios/large_rows_unbound.toml"),
+    ),
+    (
+        "large_rows_inflight.toml",
+        include_str!("../../scenarios/large_rows_inflight.toml"),
+    ),
+    (
         "capped_swarm.toml",
         include_str!("../../scenarios/capped_swarm.toml"),
     ),
@@ -151,6 +159,10 @@ pub struct Capacity {
     pub bytes: Option<u64>,
     /// Rows in flight at once across all tenants; unlimited when absent.
     pub concurrency: Option<u32>,
+    /// Bytes in flight at once across all tenants, as the daemon's
+    /// `max_inflight_bytes`: a step's byte budget is what is left under it (at most
+    /// `bytes`). Unlimited when absent.
+    pub inflight_bytes: Option<u64>,
     /// Work-conserving caps: ours runs with [`crate::scheduler::Config::spare`] set
     /// to this, and every run is held to it (borrowing is legal, idle borrowable slots
     /// are a work-conservation violation). Hard caps when absent.
@@ -709,6 +721,11 @@ pub enum Metric {
     /// Jain's index of bytes served / fair bytes (the dominant-resource fluid split of
     /// each step's rows and byte budget) over every tenant that had work.
     ByteJain,
+    /// Jain's index of raw bytes served (over weight) by every tenant that had work:
+    /// the yardstick that rewards idling capacity when one tenant cannot use its
+    /// bytes, so only meaningful where no tenant is slot-bound (then it equals
+    /// `byte_jain` over a run where every tenant stays backlogged).
+    RawByteJain,
 }
 
 impl Metric {
@@ -728,6 +745,7 @@ impl Metric {
         "drain_step",
         "class_share",
         "byte_jain",
+        "raw_byte_jain",
     ];
 
     /// Parse a metric name.
@@ -747,6 +765,7 @@ impl Metric {
             "drain_step" => Metric::DrainStep,
             "class_share" => Metric::ClassShare,
             "byte_jain" => Metric::ByteJain,
+            "raw_byte_jain" => Metric::RawByteJain,
             _ => return None,
         })
     }
@@ -761,6 +780,7 @@ impl Metric {
                 | Metric::WindowServes
                 | Metric::ClassShare
                 | Metric::ByteJain
+                | Metric::RawByteJain
         )
     }
 

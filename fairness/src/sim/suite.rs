@@ -312,14 +312,14 @@ impl SuiteReport {
             let _ = writeln!(out, "== {}: {}", s.name, s.about);
             let _ = writeln!(
                 out,
-                "{:<18} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>6} {:>6} {:>6} {:>7} {:>4} {:>4} {:>9}",
-                "scheduler", "primary", "p50", "p95", "p99", "max", "first-new", "first-ret", "jain", "b-jain", "worst", "drain", "wcv", "x1", "state"
+                "{:<18} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>6} {:>6} {:>6} {:>8} {:>6} {:>7} {:>4} {:>4} {:>9}",
+                "scheduler", "primary", "p50", "p95", "p99", "max", "first-new", "first-ret", "jain", "b-jain", "raw-bj", "MB", "worst", "drain", "wcv", "x1", "state"
             );
             for r in &s.runs {
                 let m = &r.summary;
                 let _ = writeln!(
                     out,
-                    "{:<18} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>6.3} {:>6.3} {:>6.3} {:>7} {:>4} {:>4} {:>9}",
+                    "{:<18} {:>10} {:>7} {:>7} {:>7} {:>7} {:>9} {:>9} {:>6.3} {:>6.3} {:>6.3} {:>8.1} {:>6.3} {:>7} {:>4} {:>4} {:>9}",
                     r.policy,
                     fmt_num(r.primary),
                     fmt_num(m.wait_p50),
@@ -330,6 +330,8 @@ impl SuiteReport {
                     fmt_opt(m.first_serve_returning),
                     m.jain,
                     m.byte_jain,
+                    m.raw_byte_jain,
+                    m.bytes_served as f64 / 1e6,
                     m.worst_share,
                     m.drain_step.map_or("-".into(), |d| d.to_string()),
                     m.wc_violations,

@@ -479,6 +479,7 @@ fn hand_sim(sc: &Scenario) -> Sim<'_> {
         seq: 0,
         inflight: BinaryHeap::new(),
         inflight_total: 0,
+        inflight_bytes: 0,
         with_queue: BTreeSet::new(),
         exactly_once: true,
     };
