@@ -372,7 +372,7 @@ fn unambiguous(source: &Source, h: &HeaderMap) -> Result<(), Outcome> {
         TenantRule::Header(name) => twice(name),
         TenantRule::Fixed(_) => false,
     };
-    if tenant_twice || SINGLE.iter().any(|n| twice(n)) {
+    if tenant_twice || SINGLE.iter().any(twice) {
         return Err(Outcome::HeaderAmbiguous);
     }
     Ok(())
