@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -28,6 +27,6 @@ pub fn router(state: Arc<AppState>, largest_body: usize, metrics: bool) -> Route
     r.fallback(ingest::not_found)
         .method_not_allowed_fallback(ingest::method_not_allowed)
         .layer(DefaultBodyLimit::max(largest_body))
-        .layer(middleware::from_fn(ingest::request_id))
+        .layer(ingest::RequestIdLayer)
         .with_state(state)
 }
