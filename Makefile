@@ -26,6 +26,7 @@ test: prereqs
 	$(ANKUSA) bench gauges --quick
 	$(ANKUSA) bench migrate --quick
 	$(ANKUSA) bench fairness --quick
+	$(ANKUSA) bench delivery --quick
 
 # The whole system on this machine (docs/demo.md): a release build, so the
 # demo shows the relay rather than the debug build, then `ankusa demo`.

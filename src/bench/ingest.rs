@@ -251,8 +251,13 @@ url = "http://127.0.0.1:9/sink"
     let http_rate = acked as f64 / http_s.max(1e-9);
     let half_target = http_rate / 2.0;
     let started = Instant::now();
-    let (mut half_lat, half_refused) =
-        client_rt.block_on(drive_open(daemon.addr, per_round * 2, clients, half_target))?;
+    let (mut half_lat, half_refused) = client_rt.block_on(drive_open(
+        daemon.addr,
+        per_round * 2,
+        clients,
+        half_target,
+        |i| single_request(2_000_000_000 + i),
+    ))?;
     let half_s = started.elapsed().as_secs_f64();
     daemon.stop()?;
     floor.stop()?;
@@ -474,7 +479,7 @@ pub(super) async fn drive(addr: SocketAddr, total: u64, clients: usize) -> Resul
 }
 
 /// One request of the load: path, tenant header, body.
-type Req = (&'static str, Option<String>, Vec<u8>);
+pub(super) type Req = (&'static str, Option<String>, Vec<u8>);
 
 /// Hook `i` as a single request.
 fn single_request(i: u64) -> Req {
@@ -571,11 +576,12 @@ async fn drive_requests(
 /// its connection was still busy then: the wait behind a slow answer
 /// counts (no coordinated omission), the timer's own lateness in waking the
 /// sender (up to a millisecond in Tokio) does not.
-async fn drive_open(
+pub(super) async fn drive_open(
     addr: SocketAddr,
     total: u64,
     clients: usize,
     rate: f64,
+    make: fn(u64) -> Req,
 ) -> Result<(Vec<f64>, u64)> {
     let start = tokio::time::Instant::now();
     let rate = rate.max(1.0);
@@ -597,7 +603,7 @@ async fn drive_open(
                 } else {
                     Instant::now()
                 };
-                let (path, tenant, body) = single_request(2_000_000_000 + i);
+                let (path, tenant, body) = make(i);
                 i += clients as u64;
                 let c = match conn.take() {
                     Some(c) => c,
@@ -635,13 +641,13 @@ async fn drive_open(
 }
 
 /// One keep-alive HTTP/1.1 connection of the load generator.
-struct Conn {
+pub(super) struct Conn {
     stream: tokio::net::TcpStream,
     buf: Vec<u8>,
 }
 
 impl Conn {
-    async fn open(addr: SocketAddr) -> std::io::Result<Conn> {
+    pub(super) async fn open(addr: SocketAddr) -> std::io::Result<Conn> {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Conn {
@@ -652,13 +658,13 @@ impl Conn {
 
     /// POSTs `body` to `path`; returns the status, the answer's body and
     /// the connection for reuse.
-    async fn send(
+    pub(super) async fn send(
         mut self,
         path: &str,
         tenant: Option<&str>,
         body: &[u8],
     ) -> std::io::Result<(u16, Vec<u8>, Conn)> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let tenant = tenant
             .map(|t| format!("x-tenant: {t}\r\n"))
             .unwrap_or_default();
@@ -670,6 +676,24 @@ impl Conn {
         .into_bytes();
         req.extend_from_slice(body);
         self.stream.write_all(&req).await?;
+        let (status, answer) = self.answer().await?;
+        Ok((status, answer, self))
+    }
+
+    /// GETs `path` (e.g. `/metrics`); the answer's body as text.
+    pub(super) async fn get(mut self, path: &str) -> std::io::Result<String> {
+        use tokio::io::AsyncWriteExt;
+        let req = format!("GET {path} HTTP/1.1\r\nhost: bench\r\n\r\n");
+        self.stream.write_all(req.as_bytes()).await?;
+        let (_, body) = self.answer().await?;
+        String::from_utf8(body)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+    }
+
+    /// Reads one answer: its status and exactly content-length bytes of
+    /// body.
+    async fn answer(&mut self) -> std::io::Result<(u16, Vec<u8>)> {
+        use tokio::io::AsyncReadExt;
         self.buf.clear();
         let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "bad response");
         // Read the head, then exactly content-length bytes of body.
@@ -708,11 +732,11 @@ impl Conn {
             self.buf.extend_from_slice(&chunk[..n]);
         }
         let answer = self.buf.get(start..need).unwrap_or_default().to_vec();
-        Ok((status, answer, self))
+        Ok((status, answer))
     }
 }
 
-fn body_for(i: u64) -> Vec<u8> {
+pub(super) fn body_for(i: u64) -> Vec<u8> {
     let mut b = format!("{{\"event\":\"order.paid\",\"n\":{i},\"pad\":\"").into_bytes();
     b.resize(BODY_BYTES - 2, b'x');
     b.extend_from_slice(b"\"}");

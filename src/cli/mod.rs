@@ -531,6 +531,18 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Sustained delivery against ingest with the default configuration:
+    /// 1,000 tenants, four loopback sinks (one slow), hooks posted at a
+    /// fixed rate for 60 s (10 s with --quick); each healthy sink must keep
+    /// up (docs/benchmarks.md).
+    Delivery {
+        /// 100 hooks/s for 10 s instead of 1,000 hooks/s for 60 s.
+        #[arg(long)]
+        quick: bool,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
     /// Rows per second of the format 2 -> 3 migration, and linearity in rows.
     Migrate {
         #[arg(long)]
@@ -590,6 +602,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Node(c) => node_cmd::run(c),
         Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
             crate::bench::gauges::run(quick, json, dir)
+        }
+        Command::Bench(BenchCommand::Delivery { quick, json }) => {
+            crate::bench::delivery::run(quick, json)
         }
         Command::Bench(BenchCommand::DispatchTick { quick, json }) => {
             crate::bench::dispatch_tick::run(quick, json)
