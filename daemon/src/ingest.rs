@@ -105,12 +105,12 @@ fn plain_error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(json!({"error": code, "message": message}))).into_response()
 }
 
-/// The answer for an outcome (with the hook id when there is one).
-pub(super) fn answer(outcome: Outcome, id: Option<HookId>) -> Response {
+/// The answer for an outcome (with the hook's public id when there is one).
+pub(super) fn answer(outcome: Outcome, id: Option<&str>) -> Response {
     let status = outcome.status();
     let body = match (outcome, id) {
-        (Outcome::Accepted, Some(id)) => json!({"id": id.to_string()}),
-        (Outcome::Duplicate, Some(id)) => json!({"id": id.to_string(), "duplicate": true}),
+        (Outcome::Accepted, Some(id)) => json!({"id": id}),
+        (Outcome::Duplicate, Some(id)) => json!({"id": id, "duplicate": true}),
         _ => json!({"error": outcome.code(), "message": outcome.message()}),
     };
     let mut resp = (status, Json(body)).into_response();
@@ -153,14 +153,14 @@ pub(super) async fn ingest(
         app.metrics.ack_latency.observe(started.elapsed());
     }
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    let hook = id.map(|i| i.to_string());
+    let hook = id.map(|i| i.public(app.store.node()));
     let status = outcome.status().as_u16();
     if outcome.status().is_server_error() {
         tracing::warn!(outcome = outcome.code(), status, source = %source_id, tenant = tenant.as_deref(), ms, "ingest refused");
     } else {
         tracing::info!(outcome = outcome.code(), status, source = %source_id, tenant = tenant.as_deref(), hook = hook.as_deref(), ms, "ingest");
     }
-    answer(outcome, id)
+    answer(outcome, hook.as_deref())
 }
 
 /// Counts a request in `in_progress` for as long as it lives, including

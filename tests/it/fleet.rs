@@ -1,0 +1,234 @@
+//! Several nodes side by side (docs/fleet.md).
+//!
+//! - `two_nodes_mint_disjoint_ids_and_refuse_each_others`: two daemons with
+//!   their own node ids and stores take the same traffic; every id names its
+//!   node, no id is minted twice, the sink gets each as `webhook-id`, and a
+//!   node refuses another node's id naming the owner.
+//! - `an_id_from_before_the_node_had_one_still_finds_its_hook`: a hook the
+//!   store held before it had an identity keeps its `hk_<16 hex>` id, which
+//!   `dlq show` and `dlq replay` take; hooks after it carry the node.
+
+use crate::common;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{client, config_dispatching, seq_of, store_check, write_config, Daemon, BIN};
+
+/// A sink that refuses every hook for good (410), so each lands in the DLQ
+/// after one attempt, and records the `webhook-id` it was sent (the
+/// Standard Webhooks id of a signed delivery, which receivers deduplicate
+/// on), after checking it equals `ankusa-hook-id`.
+async fn start_refusing_sink(seen: Arc<Mutex<Vec<String>>>) -> String {
+    let app = axum::Router::new()
+        .route(
+            "/s",
+            axum::routing::post(
+                |axum::extract::State(seen): axum::extract::State<Arc<Mutex<Vec<String>>>>,
+                 headers: axum::http::HeaderMap| async move {
+                    let id = |h: &str| {
+                        headers
+                            .get(h)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned)
+                    };
+                    let wid = id("webhook-id");
+                    assert_eq!(wid, id("ankusa-hook-id"));
+                    seen.lock().unwrap().extend(wid);
+                    (axum::http::StatusCode::GONE, "gone")
+                },
+            ),
+        )
+        .with_state(seen);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    format!("http://{addr}/s")
+}
+
+fn node_config(dir: &Path, node: &str, sink: &str) {
+    let sources = format!(
+        "[[sources]]\nid = \"shared\"\n[[sources.sinks]]\nurl = \"{sink}\"\nmax_attempts = 1\n\
+         signing_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n"
+    );
+    let node = if node.is_empty() {
+        String::new()
+    } else {
+        format!("[node]\nid = \"{node}\"\n")
+    };
+    write_config(dir, &config_dispatching("tick = \"20ms\"", &node, &sources));
+}
+
+fn ankusa(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("ANKUSA_STORE")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = ankusa(args);
+    assert!(
+        o.status.success(),
+        "ankusa {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn post(c: &reqwest::Client, d: &Daemon, tenant: &str, i: usize) -> String {
+    let r = c
+        .post(d.url("shared"))
+        .header("x-tenant", tenant)
+        .body(format!("{{\"i\":{i}}}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let v: serde_json::Value = r.json().await.unwrap();
+    v["id"].as_str().unwrap().to_owned()
+}
+
+fn is_dead(store: &str, id: &str) -> bool {
+    ankusa(&["dlq", "show", id, "--store", store])
+        .status
+        .success()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_mint_disjoint_ids_and_refuse_each_others() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = start_refusing_sink(seen.clone()).await;
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_config(da.path(), "a", &sink);
+    node_config(db.path(), "b", &sink);
+    let (a, b) = (Daemon::start(da.path()), Daemon::start(db.path()));
+    let c = client();
+    let (mut ids_a, mut ids_b) = (Vec::new(), Vec::new());
+    // The same traffic on both: the same seqs, so only the node tells
+    // the ids apart.
+    for i in 0..20 {
+        let tenant = format!("t{}", i % 5);
+        ids_a.push(post(&c, &a, &tenant, i).await);
+        ids_b.push(post(&c, &b, &tenant, i).await);
+    }
+    assert!(ids_a.iter().all(|id| id.starts_with("hk_a_")), "{ids_a:?}");
+    assert!(ids_b.iter().all(|id| id.starts_with("hk_b_")), "{ids_b:?}");
+    let all: HashSet<&String> = ids_a.iter().chain(&ids_b).collect();
+    assert_eq!(all.len(), 40, "an id was minted twice");
+    assert_eq!(seq_of(&ids_a[3]), seq_of(&ids_b[3]), "same seq, other node");
+
+    wait_for("every hook sent once", Duration::from_secs(30), || {
+        seen.lock().unwrap().len() >= 40
+    })
+    .await;
+    let sent: HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
+    assert_eq!(
+        sent,
+        all.iter().map(|s| s.to_string()).collect::<HashSet<_>>(),
+        "the sink sees the ids the clients got"
+    );
+
+    let (sa, sb) = (
+        a.store.to_str().unwrap().to_owned(),
+        b.store.to_str().unwrap().to_owned(),
+    );
+    wait_for(
+        "the last hooks dead-lettered",
+        Duration::from_secs(30),
+        || is_dead(&sa, &ids_a[19]) && is_dead(&sb, &ids_b[19]),
+    )
+    .await;
+    let show = ok(&["dlq", "show", &ids_a[0], "--store", &sa]);
+    assert!(show.contains(&ids_a[0]), "{show}");
+    let list = ok(&["dlq", "list", "--store", &sb]);
+    assert!(list.contains(&ids_b[0]), "{list}");
+    // Another node's id is refused naming its owner, on show and replay
+    // alike, not answered "not found".
+    for args in [
+        vec!["dlq", "show", ids_b[0].as_str(), "--store", &sa],
+        vec![
+            "dlq",
+            "replay",
+            "--id",
+            ids_b[0].as_str(),
+            "--yes",
+            "--store",
+            &sa,
+        ],
+    ] {
+        let o = ankusa(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{} belongs to node b", ids_b[0])) && err.contains("(a)"),
+            "{err}"
+        );
+    }
+    assert!(a.stop().success());
+    assert!(b.stop().success());
+    store_check(&da.path().join("store"));
+    store_check(&db.path().join("store"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_id_from_before_the_node_had_one_still_finds_its_hook() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = start_refusing_sink(seen.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    node_config(dir.path(), "", &sink);
+    let d = Daemon::start(dir.path());
+    let store = d.store.to_str().unwrap().to_owned();
+    let c = client();
+    let first = post(&c, &d, "acme", 0).await;
+    // A config without [node] gets an id generated at the first boot.
+    assert!(
+        first.starts_with("hk_n") && first.len() == 3 + 9 + 1 + 16,
+        "{first}"
+    );
+    wait_for("the hook dead-lettered", Duration::from_secs(30), || {
+        is_dead(&store, &first)
+    })
+    .await;
+    assert!(d.stop().success());
+    // The store as an earlier release left it: no identity.
+    {
+        let db = common::raw_open(&store);
+        db.delete(ankusa_store::keys::meta::NODE).unwrap();
+    }
+    let old = format!("hk_{:016x}", seq_of(&first));
+    node_config(dir.path(), "eu-1", &sink);
+    let d = Daemon::start(dir.path());
+    let later = post(&c, &d, "acme", 1).await;
+    assert!(later.starts_with("hk_eu-1_"), "{later}");
+    let list = ok(&["dlq", "list", "--store", &store]);
+    assert!(list.contains(&old), "the old hook keeps its old id: {list}");
+    let show = ok(&["dlq", "show", &old, "--store", &store]);
+    assert!(show.contains(&old), "{show}");
+    let replay = ok(&["dlq", "replay", "--id", &old, "--yes", "--store", &store]);
+    assert!(replay.contains("replayed 1 dead row"), "{replay}");
+    // The replayed attempt goes out under the id the client was given
+    // before the node had an identity.
+    wait_for("the replayed attempt", Duration::from_secs(30), || {
+        seen.lock().unwrap().iter().filter(|s| **s == old).count() >= 1
+    })
+    .await;
+    assert!(d.stop().success());
+    store_check(&dir.path().join("store"));
+}
