@@ -3,7 +3,8 @@
 //! - `two_nodes_mint_disjoint_ids_and_refuse_each_others`: two daemons with
 //!   their own node ids and stores take the same traffic; every id names its
 //!   node, no id is minted twice, the sink gets each as `webhook-id`, and a
-//!   node refuses another node's id naming the owner.
+//!   node refuses another node's id naming the owner; each node's `/metrics`
+//!   (`ankusa_node_info`) and `node status` name it.
 //! - `an_id_from_before_the_node_had_one_still_finds_its_hook`: a hook the
 //!   store held before it had an identity keeps its `hk_<16 hex>` id, which
 //!   `dlq show` and `dlq replay` take; hooks after it carry the node.
@@ -186,6 +187,26 @@ async fn two_nodes_mint_disjoint_ids_and_refuse_each_others() {
             err.contains(&format!("{} belongs to node b", ids_b[0])) && err.contains("(a)"),
             "{err}"
         );
+    }
+    // Each node names itself to Prometheus and to the operator.
+    for (d, store, node) in [(&a, &sa, "a"), (&b, &sb, "b")] {
+        let m = c
+            .get(format!("{}/metrics", d.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let info = format!(
+            "ankusa_node_info{{node=\"{node}\",version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(m.lines().any(|l| l == info), "{info} missing from\n{m}");
+        let st: serde_json::Value =
+            serde_json::from_str(&ok(&["node", "status", "--store", store, "--json"])).unwrap();
+        assert_eq!(st["node"].as_str(), Some(node), "{st}");
+        assert!(ok(&["node", "status", "--store", store]).contains(&format!("node       {node}\n")));
     }
     assert!(a.stop().success());
     assert!(b.stop().success());
