@@ -1,5 +1,6 @@
 # Ankusa: `make demo` and `make test` install what they need on Debian/Ubuntu
-# (the RocksDB bindings need libclang and a C++ compiler), then run cargo.
+# (the RocksDB bindings need libclang and a C++ compiler; the fleet test needs
+# haproxy), then run cargo.
 
 SHELL := /bin/bash
 # Reuse one compiled RocksDB across clones, sessions and CI runs.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system packages the build needs, when they are missing.
+# Installs the system packages the build and the tests need, when they are
+# missing.
 # On Debian/Ubuntu it installs them (with sudo when not root); elsewhere it
 # says what to install and stops.
 set -euo pipefail
@@ -13,6 +14,9 @@ elif ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 \
   need+=(libclang-dev)
 fi
 command -v c++ >/dev/null 2>&1 || need+=(g++)
+# The fleet test (tests/it/fleet.rs) runs two daemons behind a real HAProxy
+# with the documented configuration (docs/fleet/haproxy.cfg).
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v cargo >/dev/null 2>&1 || { echo "prereqs: cargo is missing; install Rust from https://rustup.rs" >&2; exit 1; }
 
@@ -31,6 +35,6 @@ if command -v apt-get >/dev/null 2>&1; then
   $SUDO apt-get install -y --no-install-recommends "${need[@]}" \
     || { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends "${need[@]}"; }
 else
-  echo "prereqs: please install: ${need[*]} (libclang and a C++ compiler for the RocksDB bindings)" >&2
+  echo "prereqs: please install: ${need[*]} (libclang and a C++ compiler for the RocksDB bindings, haproxy for the fleet test)" >&2
   exit 1
 fi

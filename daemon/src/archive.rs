@@ -36,7 +36,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa_store::values::ArchiveValue;
-use ankusa_store::{queries, transitions, Batch, Envelope, HookId, Store, StoreError};
+use ankusa_store::{
+    queries, transitions, Batch, Envelope, HookId, NodeIdentity, Store, StoreError,
+};
 use base64::Engine as _;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -119,14 +121,14 @@ impl Archiver {
         for &(seq, v) in &obligations {
             match queries::hook(&self.store, seq)? {
                 Some(env) => {
-                    payload.extend_from_slice(line(seq, &env).as_bytes());
+                    payload.extend_from_slice(line(seq, self.store.node(), &env).as_bytes());
                     payload.push(b'\n');
                     settle.push((seq, v));
                 }
                 // Reclaim waits for the obligation, so this is damage that
                 // `store check` reports; skipping it keeps the rest moving.
                 None => tracing::error!(
-                    id = %HookId(seq),
+                    id = %HookId(seq).public(self.store.node()),
                     "archive obligation without its hook; left unsettled"
                 ),
             }
@@ -238,7 +240,7 @@ fn open_new(dir: &Path, now_ms: u64, first_seq: u64) -> Result<OpenArchive, (Pat
 
 /// One archive line: the hook as the store keeps it. Header values that are
 /// not UTF-8 are written as `value_b64` instead of `value`.
-fn line(seq: u64, env: &Envelope) -> String {
+fn line(seq: u64, node: Option<&NodeIdentity>, env: &Envelope) -> String {
     let b64 = &base64::engine::general_purpose::STANDARD;
     let headers: Vec<serde_json::Value> = env
         .headers
@@ -249,7 +251,7 @@ fn line(seq: u64, env: &Envelope) -> String {
         })
         .collect();
     let mut obj = serde_json::json!({
-        "id": HookId(seq).to_string(),
+        "id": HookId(seq).public(node),
         "seq": seq,
         "tenant": env.tenant,
         "source": env.source_id,

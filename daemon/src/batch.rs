@@ -87,12 +87,12 @@ pub async fn ingest_batch(
                 let o = match r {
                     Ok(WriteOutcome::Accepted(id)) => {
                         accepted += 1;
-                        out.push(json!({"status": "accepted", "id": id.to_string()}));
+                        out.push(json!({"status": "accepted", "id": id.public(app.store.node())}));
                         Outcome::Accepted
                     }
                     Ok(WriteOutcome::Duplicate(id)) => {
                         duplicates += 1;
-                        out.push(json!({"status": "duplicate", "id": id.to_string()}));
+                        out.push(json!({"status": "duplicate", "id": id.public(app.store.node())}));
                         Outcome::Duplicate
                     }
                     Ok(WriteOutcome::Refused(o)) | Err(o) => {

@@ -510,7 +510,12 @@ impl Breakers {
             b.search = cursor;
             match claimed {
                 Some(seq) => {
-                    tracing::warn!(source, sink, hook = %ankusa_store::HookId(seq), "circuit breaker: probing with one parked row");
+                    tracing::warn!(
+                        source,
+                        sink,
+                        seq,
+                        "circuit breaker: probing with one parked row"
+                    );
                     b.probing(seq);
                 }
                 None if done => b.no_probe_row(now),

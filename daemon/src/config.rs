@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ankusa_ops::access::AdminToken;
+use ankusa_store::NodeId;
 use axum::http::HeaderName;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -106,6 +107,8 @@ impl fmt::Debug for Secret {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub store: StoreSection,
+    #[serde(default)]
+    pub node: NodeSection,
     #[serde(default)]
     pub http: HttpSection,
     #[serde(default)]
@@ -318,6 +321,15 @@ fn check_admin(a: AdminSection, text: &str, path: &Path) -> Result<AdminSettings
         listen: a.listen,
         tokens,
     })
+}
+
+/// `[node]`: the node's identity in a fleet (docs/fleet.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSection {
+    /// Checked against the id the store recorded at its first boot; none
+    /// means "whatever the store recorded" (generated at the first boot).
+    pub id: Option<NodeId>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -657,6 +669,8 @@ pub struct WriterSettings {
 pub struct Settings {
     pub config_path: PathBuf,
     pub store_path: PathBuf,
+    /// `node.id`, when configured.
+    pub node_id: Option<NodeId>,
     pub listen: SocketAddr,
     pub max_body: usize,
     pub body_timeout: Duration,
@@ -723,6 +737,7 @@ impl Settings {
         Ok(Settings {
             config_path: path.to_path_buf(),
             store_path,
+            node_id: cfg.node.id,
             listen: cfg.http.listen,
             max_body: usize::try_from(cfg.http.max_body.0).unwrap_or(usize::MAX),
             body_timeout: cfg.http.body_timeout.0,

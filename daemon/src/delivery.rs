@@ -203,7 +203,7 @@ impl Deliverer {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(
-                    hook = %HookId(row.seq), sink = row.sink, error = %e,
+                    hook = %HookId(row.seq).public(self.store.node()), sink = row.sink, error = %e,
                     "cannot record a delivery outcome; the next tick returns the row to due"
                 );
                 Ended::Unrecorded
@@ -336,7 +336,9 @@ impl Deliverer {
         row: InflightRow,
         attempt: u16,
     ) -> Verdict {
-        let id = HookId(row.seq).to_string();
+        // The id the client was given: a sink deduplicates on it, so it must
+        // be unique across the fleet (docs/fleet.md).
+        let id = HookId(row.seq).public(self.store.node());
         let mut req = self
             .client
             .post(&sink.url)

@@ -24,6 +24,24 @@ pub enum DaemonError {
     /// The config file is wrong; the message names the file, line and key.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// `node.id` names another node than the one the store belongs to.
+    #[error(
+        "the store at {} belongs to node {stored:?}, but node.id in {} is {configured:?}: \
+         a node id never changes (every hook id carries it); set node.id = {stored:?} again, \
+         or give node {configured:?} a store of its own",
+        store.display(),
+        config.display()
+    )]
+    NodeIdChanged {
+        /// The store directory.
+        store: PathBuf,
+        /// The config file.
+        config: PathBuf,
+        /// `node.id` in the config file.
+        configured: String,
+        /// The id the store recorded at its first boot.
+        stored: String,
+    },
     /// Another process holds the store's lock.
     #[error(
         "the store at {} is in use by another process{}: is another `ankusa serve` running on it? \

@@ -174,8 +174,8 @@ fn plain_error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(json!({"error": code, "message": message}))).into_response()
 }
 
-/// The answer for an outcome (with the hook id when there is one).
-pub(super) fn answer(outcome: Outcome, id: Option<HookId>) -> Response {
+/// The answer for an outcome (with the hook's public id when there is one).
+pub(super) fn answer(outcome: Outcome, id: Option<&str>) -> Response {
     let status = outcome.status();
     let mut resp = match (outcome, id) {
         (Outcome::Accepted, Some(id)) => (status, id_answer(id, false)).into_response(),
@@ -203,12 +203,12 @@ pub(super) fn answer(outcome: Outcome, id: Option<HookId>) -> Response {
 /// response body, written into one buffer: the answer every accepted hook
 /// gets, where a `serde_json::Value` map cost a tenth of the handler's time
 /// (docs/benchmarks.md). The same text `Json(json!(..))` produces.
-fn id_answer(id: HookId, duplicate: bool) -> ([(HeaderName, HeaderValue); 1], Vec<u8>) {
-    let mut body = Vec::with_capacity(48);
-    body.extend_from_slice(b"{\"id\":\"hk_");
-    let mut hex = [0u8; 16];
-    hex16(id.0, &mut hex);
-    body.extend_from_slice(&hex);
+fn id_answer(id: &str, duplicate: bool) -> ([(HeaderName, HeaderValue); 1], Vec<u8>) {
+    let mut body = Vec::with_capacity(48 + id.len());
+    body.extend_from_slice(b"{\"id\":\"");
+    // A public hook id is `hk_`, a node id and hex digits: nothing JSON
+    // would escape.
+    body.extend_from_slice(id.as_bytes());
     body.extend_from_slice(if duplicate {
         b"\",\"duplicate\":true}"
     } else {
@@ -249,15 +249,16 @@ pub(super) async fn ingest(
         app.metrics.ack_latency.observe(started.elapsed());
     }
     let ms = || started.elapsed().as_secs_f64() * 1000.0;
+    let hook = id.map(|i| i.public(app.store.node()));
     let status = outcome.status().as_u16();
     // Field values are only evaluated when the line is enabled: the hook id
     // is formatted for a log line that is written, not for every request.
     if outcome.status().is_server_error() {
         tracing::warn!(outcome = outcome.code(), status, source = %source_id, tenant = tenant.as_deref(), ms = ms(), "ingest refused");
     } else {
-        tracing::info!(outcome = outcome.code(), status, source = %source_id, tenant = tenant.as_deref(), hook = id.map(tracing::field::display), ms = ms(), "ingest");
+        tracing::info!(outcome = outcome.code(), status, source = %source_id, tenant = tenant.as_deref(), hook = hook.as_deref(), ms = ms(), "ingest");
     }
-    answer(outcome, id)
+    answer(outcome, hook.as_deref())
 }
 
 /// Counts a request in `in_progress` for as long as it lives, including

@@ -18,7 +18,9 @@
 //!
 //! Lifecycle invariants:
 //! - Boot order is: open the store (a lock held by another process, a newer
-//!   format or one needing migration are clear errors), return every
+//!   format or one needing migration are clear errors), claim the node id
+//!   (recorded at the first boot; a `node.id` that differs is refused, as
+//!   every hook id carries it), return every
 //!   inflight row to due (the previous process died mid-delivery; its
 //!   outcome was never recorded), load the allocator and sequence, start
 //!   the writer, bind, and only then print the `listening on` line.
@@ -136,6 +138,38 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
     })
 }
 
+/// The node's identity: the one the store recorded, which `node.id` must
+/// match when set; at a store's first boot, `node.id` or a generated one
+/// (`n` and 8 random hex digits), recorded for good (docs/fleet.md).
+fn claim_node(store: &Store, settings: &Settings) -> Result<ankusa_store::NodeIdentity> {
+    use ankusa_store::node;
+    let stored = node::identity(store).map_err(DaemonError::store("cannot read the node id"))?;
+    match (stored, &settings.node_id) {
+        (Some(n), Some(want)) if n.id != *want => Err(DaemonError::NodeIdChanged {
+            store: settings.store_path.clone(),
+            config: settings.config_path.clone(),
+            configured: want.to_string(),
+            stored: n.id.to_string(),
+        }),
+        (Some(n), _) => Ok(n),
+        (None, want) => {
+            let id = match want {
+                Some(id) => id.clone(),
+                None => {
+                    let generated = format!("n{:08x}", rand::random::<u32>());
+                    ankusa_store::NodeId::parse(&generated).map_err(|e| {
+                        DaemonError::store("cannot generate a node id")(
+                            ankusa_store::StoreError::Invalid(e.to_string()),
+                        )
+                    })?
+                }
+            };
+            node::record_identity(store, id)
+                .map_err(DaemonError::store("cannot record the node id in the store"))
+        }
+    }
+}
+
 /// A future that resolves on SIGTERM or SIGINT. Installed before the daemon
 /// says it is listening, so a signal sent right after is never missed.
 fn shutdown_signal() -> Result<impl Future<Output = ()>> {
@@ -170,6 +204,8 @@ impl Daemon {
     /// Opens the store, recovers inflight rows and readies the writer.
     pub fn boot(settings: Settings, clock: SharedClock) -> Result<Daemon> {
         let store = Arc::new(open_store(&settings.store_path)?);
+        let node = claim_node(&store, &settings)?;
+        tracing::info!(node = %node.id, since_seq = node.since_seq, "node identity");
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
             .map_err(DaemonError::store("cannot recover inflight rows at boot"))?;

@@ -309,6 +309,22 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     let mut out = String::with_capacity(8192);
     // The same reads as the gauge tick `bench gauges` measures.
     let g = queries::gauges(store, now, TOP_TENANTS)?;
+    // A fleet's series are told apart by this one (docs/fleet.md): join on
+    // it rather than on the scrape address, which changes with the machine.
+    if let Some(n) = store.node() {
+        let name = "ankusa_node_info";
+        let _ = writeln!(
+            out,
+            "# HELP {name} The node's id in the fleet and the daemon's version (always 1)."
+        );
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(
+            out,
+            "{name}{{node=\"{}\",version=\"{}\"}} 1",
+            n.id,
+            env!("CARGO_PKG_VERSION")
+        );
+    }
     let node = g.node;
     let gauge = |out: &mut String, name: &str, help: &str, v: &dyn std::fmt::Display| {
         let _ = writeln!(out, "# HELP {name} {help}");

@@ -21,7 +21,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ankusa_store::transitions::{self, PurgeKinds};
-use ankusa_store::{audit, jobs as stored, queries, Batch, Store};
+use ankusa_store::{audit, jobs as stored, queries, Batch, NodeIdentity, Store};
 
 use crate::access::Principal;
 use crate::model::{
@@ -139,7 +139,7 @@ fn resolve_replay(
         }
         // A row named twice would be revived twice in one batch and
         // counted out of `dead` twice.
-        let mut picks = parse_picks(req)?;
+        let mut picks = parse_picks(store.node(), req)?;
         replay::normalize(&mut picks);
         // A scoped caller's picks reach its own tenant's rows only; another
         // tenant's hook counts as nothing, exactly like a missing one, so
@@ -148,7 +148,7 @@ fn resolve_replay(
             Some(own) => Some(who.tenant_ord(store, own)?),
             None => None,
         };
-        let label = replay_label(&picked_request(&picks));
+        let label = replay_label(&picked_request(store.node(), &picks));
         return Ok(ResolvedReplay {
             scope: Scope::Picked {
                 picks,
@@ -410,7 +410,7 @@ pub fn start_replay(store: &Store, who: &Principal, req: &ReplayRequest, now: u6
             fixed.to = Some(*to);
         }
         Scope::Picked { picks, before, .. } => {
-            let named = picked_request(picks);
+            let named = picked_request(store.node(), picks);
             fixed.ids = named.ids;
             fixed.rows = named.rows;
             fixed.to = Some(*before);
@@ -642,7 +642,7 @@ fn run_replay(
     } else {
         // Fixed when the job was created: already normalized.
         Scope::Picked {
-            picks: parse_picks(req)?,
+            picks: parse_picks(store.node(), req)?,
             tenant: ord,
             before: req.to.unwrap_or(u64::MAX),
         }
@@ -690,24 +690,24 @@ fn run_replay(
 }
 
 /// A replay's hook ids (each: every dead sink) and rows (`hk_...:SINK`:
-/// that sink's row) as picks.
-fn parse_picks(req: &ReplayRequest) -> Result<Vec<Pick>> {
+/// that sink's row) as picks, on the node `node`.
+fn parse_picks(node: Option<&NodeIdentity>, req: &ReplayRequest) -> Result<Vec<Pick>> {
     let mut picks = Vec::with_capacity(req.ids.len() + req.rows.len());
     for s in &req.ids {
         picks.push(Pick {
-            hook: crate::reads::parse_hook_id(s)?,
+            hook: crate::reads::parse_hook_id(s, node)?,
             sink: None,
         });
     }
     for s in &req.rows {
-        picks.push(parse_row(s)?);
+        picks.push(parse_row(s, node)?);
     }
     Ok(picks)
 }
 
-/// Parses a dead row's name ([`crate::model::row_name`]): `hk_` + 16 hex
-/// digits, `:`, the sink.
-pub fn parse_row(s: &str) -> Result<Pick> {
+/// Parses a dead row's name ([`crate::model::row_name`]): a hook id of the
+/// node `node`, `:`, the sink.
+pub fn parse_row(s: &str, node: Option<&NodeIdentity>) -> Result<Pick> {
     let bad = || {
         OpsError::BadRequest(format!(
             "{s:?} is not a dead row: a hook id, a colon and a sink (hk_0000000000000001:0)"
@@ -719,20 +719,20 @@ pub fn parse_row(s: &str) -> Result<Pick> {
         return Err(bad());
     }
     Ok(Pick {
-        hook: crate::reads::parse_hook_id(hook)?,
+        hook: crate::reads::parse_hook_id(hook, node)?,
         sink: Some(sink),
     })
 }
 
 /// The names of `picks`, as a request carries them.
-fn picked_request(picks: &[Pick]) -> ReplayRequest {
+fn picked_request(node: Option<&NodeIdentity>, picks: &[Pick]) -> ReplayRequest {
     let mut r = ReplayRequest::default();
     for p in picks {
         match p.sink {
-            None => r.ids.push(p.hook.to_string()),
+            None => r.ids.push(p.hook.public(node)),
             Some(sink) => r
                 .rows
-                .push(crate::model::row_name(&p.hook.to_string(), sink)),
+                .push(crate::model::row_name(&p.hook.public(node), sink)),
         }
     }
     r
@@ -825,7 +825,7 @@ mod tests {
             hook: ankusa_store::HookId(1),
             sink: Some(s),
         };
-        assert_eq!(parse_row("hk_0000000000000001:1").unwrap(), row(1));
+        assert_eq!(parse_row("hk_0000000000000001:1", None).unwrap(), row(1));
         for bad in [
             "hk_0000000000000001",
             "hk_0000000000000001:",
@@ -834,11 +834,11 @@ mod tests {
             "nope:1",
         ] {
             assert!(
-                matches!(parse_row(bad), Err(OpsError::BadRequest(_))),
+                matches!(parse_row(bad, None), Err(OpsError::BadRequest(_))),
                 "{bad}"
             );
         }
-        let named = picked_request(&[row(1)]);
+        let named = picked_request(None, &[row(1)]);
         assert_eq!(named.rows, ["hk_0000000000000001:1"]);
         assert_eq!(replay_label(&named), "1 dead row(s) hk_0000000000000001:1");
         let whole = Pick {
@@ -846,7 +846,7 @@ mod tests {
             sink: None,
         };
         assert_eq!(
-            replay_label(&picked_request(&[row(0), whole])),
+            replay_label(&picked_request(None, &[row(0), whole])),
             "1 hook id(s), each with every dead sink; 1 dead row(s) hk_0000000000000001:0"
         );
     }

@@ -534,6 +534,9 @@ pub struct SinksPage {
 /// `GET /v1/admin/node`: whether the node drains and what it still owes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {
+    /// The node's id in the fleet (docs/fleet.md); none on a store no
+    /// daemon with node ids has booted yet.
+    pub node: Option<ankusa_store::NodeId>,
     /// Present while the node drains.
     pub draining: Option<ankusa_store::node::Drain>,
     /// Rows it still owes a delivery: pending, scheduled and inflight.

@@ -21,6 +21,7 @@ pub fn state(store: &Store, who: &Principal) -> Result<NodeState> {
     let n = queries::node_counters(store)?;
     let owed = u64::try_from(n.pending + n.scheduled + n.inflight).unwrap_or(0);
     Ok(NodeState {
+        node: node::identity(store)?.map(|n| n.id),
         draining: node::drain(store)?,
         owed,
         dead: u64::try_from(n.dead).unwrap_or(0),

@@ -7,11 +7,12 @@
 //! family. A tenant-scoped caller's DLQ reads scan only its tenant's `X`
 //! range.
 
+use ankusa_store::node::NodeIdentity;
 use ankusa_store::pauses::{self, Pause, SinkRef};
 use ankusa_store::queries::{self, DlqCursor, DlqOrder};
 use ankusa_store::sinks;
 use ankusa_store::tenants::{self, Name};
-use ankusa_store::{Field, HookId, Store};
+use ankusa_store::{Field, HookId, HookIdError, Store};
 
 use crate::access::Principal;
 use crate::model::{
@@ -325,17 +326,26 @@ fn tenant_name(store: &Store, ord: u32) -> Result<String> {
     })
 }
 
-/// Parses `hk_` + 16 hex digits.
-pub fn parse_hook_id(s: &str) -> Result<HookId> {
-    HookId::parse(s).map_err(|_| {
-        OpsError::BadRequest(format!("{s:?} is not a hook id (hk_ and 16 hex digits)"))
+/// Parses a hook id of the node `node` (the store's identity): either
+/// form, `hk_NODE_` + 16 hex digits or the older `hk_` + 16 hex digits. An
+/// id another node minted is refused naming that node, never "not found":
+/// its hook is in that node's store.
+pub fn parse_hook_id(s: &str, node: Option<&NodeIdentity>) -> Result<HookId> {
+    HookId::resolve(s, node).map_err(|e| match e {
+        HookIdError::Malformed(_) => OpsError::BadRequest(format!(
+            "{s:?} is not a hook id (hk_NODE_ and 16 hex digits, or hk_ and 16 hex digits)"
+        )),
+        other @ HookIdError::OtherNode { .. } => OpsError::Invalid {
+            code: "other_node",
+            message: other.to_string(),
+        },
     })
 }
 
 /// One dead hook: every sink that dead-lettered it, with its delivery
 /// history, and a bounded, redacted preview of the hook.
 pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDetail> {
-    let id = parse_hook_id(hook_id)?;
+    let id = parse_hook_id(hook_id, store.node())?;
     let missing = || OpsError::NotFound(format!("no dead hook {hook_id}"));
     let rows = crate::replay::dead_rows_of(store, id.0)?;
     let Some(first) = rows.first() else {
@@ -387,7 +397,7 @@ pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDe
         }
     });
     Ok(DlqDetail {
-        hook_id: id.to_string(),
+        hook_id: id.public(store.node()),
         tenant,
         dead,
         hook,

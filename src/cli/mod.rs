@@ -456,7 +456,8 @@ pub enum DlqCommand {
     },
     /// One dead hook: its delivery history per sink and a redacted preview.
     Show {
-        /// Hook id (`hk_` and 16 hex digits).
+        /// Hook id (`hk_NODE_` and 16 hex digits, or the older `hk_` and 16
+        /// hex digits).
         id: String,
         #[command(flatten)]
         store: StoreArg,

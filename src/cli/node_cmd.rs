@@ -62,6 +62,10 @@ fn report(n: &NodeState, json: bool) -> Result<ExitCode> {
         print_json(n)?;
         return Ok(ExitCode::SUCCESS);
     }
+    match &n.node {
+        Some(id) => println!("node       {id}"),
+        None => println!("node       (no id yet: the daemon records one at its first boot)"),
+    }
     match &n.draining {
         Some(d) => println!(
             "draining   since {} by {}",

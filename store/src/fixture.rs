@@ -461,7 +461,7 @@ pub fn write_v2(
                         b.put(
                             Family::Index,
                             k,
-                            DeadValue::encode_v2(&env.source_id, &HookId(seq).to_string()),
+                            DeadValue::encode_v2(&env.source_id, &HookId(seq).public(None)),
                         );
                         *if garbage {
                             &mut rep.quarantined

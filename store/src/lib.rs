@@ -62,10 +62,11 @@ pub mod waiting;
 pub use batch::Batch;
 pub use counters::{Counters, Field, Total, Totals};
 pub use error::{DecodeError, Result, StoreError};
+pub use node::{NodeId, NodeIdentity};
 pub use rows::{DeadRow, DueRow, InflightRow};
 pub use schema::{Family, FORMAT};
 pub use store::{Mode, Store, StoreMemory, WriteFault};
-pub use values::{Envelope, HookId, Kind};
+pub use values::{Envelope, HookId, HookIdError, Kind};
 
 /// Milliseconds since the Unix epoch from the system clock. Components take
 /// `now` as a parameter; only binaries call this.

@@ -441,7 +441,7 @@ fn node_page(store: &Store, dir: Dir, cursor: Option<DlqCursor>, limit: usize) -
             more = true;
             return Ok(ControlFlow::Break(()));
         }
-        entries.push(DeadRow::decode(k, v)?);
+        entries.push(DeadRow::decode(k, v, store.node())?);
         Ok(ControlFlow::Continue(()))
     })?;
     let next = next_cursor(&entries, more);
@@ -509,11 +509,11 @@ fn join_dead(store: &Store, keys: &[DeadByTenantKey]) -> Result<Vec<DeadRow>> {
             // the page still shows the row rather than hiding it.
             None => DeadValue {
                 source_id: String::new(),
-                hook_id: crate::values::HookId(k.seq).to_string(),
+                hook_id: String::new(),
                 ord: k.ord,
             },
         };
-        out.push(DeadRow::from_parts(k, val));
+        out.push(DeadRow::from_parts(k, val, store.node()));
     }
     Ok(out)
 }
@@ -562,7 +562,7 @@ pub(crate) fn dead_keys_of_tenant(
 pub fn dead_row(store: &Store, key: &DeadKey) -> Result<Option<DeadRow>> {
     let k = bounds::dead_at(key.at, key.seq, key.sink);
     match store.get(Family::Index, &k)? {
-        Some(v) => Ok(Some(DeadRow::decode(&k, &v)?)),
+        Some(v) => Ok(Some(DeadRow::decode(&k, &v, store.node())?)),
         None => Ok(None),
     }
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::error::DecodeError;
 use crate::keys::{DeadByTenantKey, DeadKey, DueKey, InflightKey};
+use crate::node::NodeIdentity;
 use crate::values::{decode_size, DeadValue, DueValue, HookId, Kind};
 
 /// A due row: waiting for its first attempt or for a retry.
@@ -55,7 +56,9 @@ impl InflightRow {
     }
 }
 
-/// A dead row (DLQ entry).
+/// A dead row (DLQ entry). `hook_id` is the public id, derived from the
+/// seq and the node's identity: the id string the `x` value keeps is the
+/// node-local form written at dead-letter time, never shown (docs/storage.md).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct DeadRow {
     pub ord: u32,
@@ -67,7 +70,7 @@ pub struct DeadRow {
 }
 
 impl DeadRow {
-    pub fn decode(k: &[u8], v: &[u8]) -> Result<Self, DecodeError> {
+    pub fn decode(k: &[u8], v: &[u8], node: Option<&NodeIdentity>) -> Result<Self, DecodeError> {
         let key = DeadKey::decode(k)?;
         let val = DeadValue::decode(v)?;
         Ok(Self {
@@ -76,18 +79,18 @@ impl DeadRow {
             seq: key.seq,
             sink: key.sink,
             source_id: val.source_id,
-            hook_id: val.hook_id,
+            hook_id: HookId(key.seq).public(node),
         })
     }
 
-    pub fn from_parts(key: &DeadByTenantKey, val: DeadValue) -> Self {
+    pub fn from_parts(key: &DeadByTenantKey, val: DeadValue, node: Option<&NodeIdentity>) -> Self {
         Self {
             ord: key.ord,
             at: key.at,
             seq: key.seq,
             sink: key.sink,
             source_id: val.source_id,
-            hook_id: val.hook_id,
+            hook_id: HookId(key.seq).public(node),
         }
     }
 

@@ -92,6 +92,9 @@ pub struct Store {
     pub(crate) migration: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// Armed fault points (tests only; see [`crate::faults`]).
     pub(crate) faults: crate::faults::Faults,
+    /// The node's identity once read or recorded ([`crate::node`]): it
+    /// never changes once stored, so it is read at most once per handle.
+    node: std::sync::OnceLock<crate::node::NodeIdentity>,
 }
 
 impl std::fmt::Debug for Store {
@@ -352,7 +355,9 @@ impl Store {
 
     fn checked(db: DB, path: &Path, mode: Mode) -> Result<Store> {
         Self::check_families(&db)?;
-        Ok(Store::handle(db, path, mode))
+        let store = Store::handle(db, path, mode);
+        crate::node::identity(&store)?;
+        Ok(store)
     }
 
     fn check_families(db: &DB) -> Result<()> {
@@ -373,7 +378,20 @@ impl Store {
             mode,
             migration: Mutex::new(None),
             faults: crate::faults::Faults::from_env(),
+            node: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The node's identity, when the store has one and this handle has
+    /// read it (every open of a format 3 store does; a follower also at
+    /// each [`Store::catch_up`] until its primary records one).
+    pub fn node(&self) -> Option<&crate::node::NodeIdentity> {
+        self.node.get()
+    }
+
+    pub(crate) fn cache_node(&self, n: crate::node::NodeIdentity) {
+        // A second set can only offer the same immutable value.
+        let _ = self.node.set(n);
     }
 
     /// The current RocksDB handle, for one operation.
@@ -522,6 +540,9 @@ impl Store {
     pub fn catch_up(&self) -> Result<()> {
         if let Mode::Secondary { .. } = self.mode {
             self.db()?.try_catch_up_with_primary()?;
+            if self.node().is_none() {
+                crate::node::identity(self)?;
+            }
         }
         Ok(())
     }

@@ -155,28 +155,93 @@ impl DedupeValue {
     }
 }
 
-/// Public id of a hook: `hk_` and the 16 hex digits of its seq. Deriving it
+/// A hook's handle in its node's store: its seq. Deriving the public id
 /// from the seq makes replay-by-id a point read, with no id index to keep.
+///
+/// The public id ([`HookId::public`]) carries the node, so ids are unique
+/// across a fleet: `hk_<node>_<16 hex digits of the seq>`. A hook the store
+/// held before it had a node identity keeps the form it was given then,
+/// `hk_<16 hex digits>`, and that form still names this node's seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct HookId(pub u64);
 
-impl HookId {
-    pub fn parse(s: &str) -> Result<Self, DecodeError> {
-        let hex = s
-            .strip_prefix("hk_")
-            .ok_or_else(|| DecodeError::new("hook id", "must start with hk_"))?;
-        if hex.len() != 16 {
-            return Err(DecodeError::new("hook id", "must have 16 hex digits"));
-        }
-        u64::from_str_radix(hex, 16)
-            .map(HookId)
-            .map_err(|_| DecodeError::new("hook id", "not hexadecimal"))
-    }
+/// A hook id as written, before it is checked against a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedHookId<'a> {
+    /// The node named in the id; `None` for the old form.
+    pub node: Option<&'a str>,
+    pub hook: HookId,
 }
 
-impl std::fmt::Display for HookId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "hk_{:016x}", self.0)
+/// Why a hook id does not name a hook of this node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookIdError {
+    #[error(transparent)]
+    Malformed(#[from] DecodeError),
+    /// Well formed, minted by another node: its hook is in that node's
+    /// store, never in this one.
+    #[error("{id} belongs to node {owner}{}; ask that node", here.as_ref().map(|h| format!(", not to this node ({h})")).unwrap_or_default())]
+    OtherNode {
+        id: String,
+        owner: String,
+        here: Option<String>,
+    },
+}
+
+impl HookId {
+    /// The id clients, sinks and operators see for this hook on the node
+    /// `node` (the store's [`crate::Store::node`]).
+    pub fn public(self, node: Option<&crate::node::NodeIdentity>) -> String {
+        match node {
+            Some(n) if self.0 >= n.since_seq => format!("hk_{}_{:016x}", n.id, self.0),
+            _ => format!("hk_{:016x}", self.0),
+        }
+    }
+
+    /// Reads either form, without checking the node.
+    pub fn parse(s: &str) -> Result<ParsedHookId<'_>, DecodeError> {
+        let rest = s
+            .strip_prefix("hk_")
+            .ok_or_else(|| DecodeError::new("hook id", "must start with hk_"))?;
+        let (node, hex) = match rest.rsplit_once('_') {
+            Some((node, hex)) => {
+                crate::node::NodeId::parse(node)
+                    .map_err(|e| DecodeError::new("hook id", e.to_string()))?;
+                (Some(node), hex)
+            }
+            None => (None, rest),
+        };
+        if hex.len() != 16 {
+            return Err(DecodeError::new("hook id", "must end with 16 hex digits"));
+        }
+        // from_str_radix takes a leading '+', which is no hex digit.
+        if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(DecodeError::new("hook id", "not hexadecimal"));
+        }
+        let seq = u64::from_str_radix(hex, 16)
+            .map_err(|_| DecodeError::new("hook id", "not hexadecimal"))?;
+        Ok(ParsedHookId {
+            node,
+            hook: HookId(seq),
+        })
+    }
+
+    /// The hook `s` names on the node `node`: the old form always names
+    /// this node's seq; the new form only when its node is this one.
+    pub fn resolve(
+        s: &str,
+        node: Option<&crate::node::NodeIdentity>,
+    ) -> Result<HookId, HookIdError> {
+        let p = Self::parse(s)?;
+        match (p.node, node) {
+            (None, _) => Ok(p.hook),
+            (Some(named), Some(here)) if named == here.id.as_str() => Ok(p.hook),
+            (Some(named), here) => Err(HookIdError::OtherNode {
+                id: s.to_owned(),
+                owner: named.to_owned(),
+                here: here.map(|h| h.id.to_string()),
+            }),
+        }
     }
 }
 
@@ -518,8 +583,25 @@ mod tests {
             prop_assert_eq!(ArchiveValue::decode(&a.encode()).unwrap(), a);
             let u = DedupeValue { seq, expires_at: exp };
             prop_assert_eq!(DedupeValue::decode(&u.encode()).unwrap(), u);
-            prop_assert_eq!(HookId::parse(&HookId(seq).to_string()).unwrap(), HookId(seq));
+            let node = crate::node::NodeIdentity { id: crate::NodeId::parse("n-1").unwrap(), since_seq: 0 };
+            prop_assert_eq!(HookId::resolve(&HookId(seq).public(Some(&node)), Some(&node)).unwrap(), HookId(seq));
+            prop_assert_eq!(HookId::resolve(&HookId(seq).public(None), Some(&node)).unwrap(), HookId(seq));
+            prop_assert_eq!(HookId::resolve(&HookId(seq).public(None), None).unwrap(), HookId(seq));
             prop_assert_eq!(v2::decode_delivery(&v2::encode_delivery(size, 3, &[])).unwrap(), (size, 3));
+        }
+
+        #[test]
+        fn hook_ids_are_unique_across_nodes(seq: u64, a in "[a-z0-9]{1,8}", b in "[a-z0-9]{1,8}") {
+            prop_assume!(a != b);
+            let na = crate::node::NodeIdentity { id: crate::NodeId::parse(&a).unwrap(), since_seq: 0 };
+            let nb = crate::node::NodeIdentity { id: crate::NodeId::parse(&b).unwrap(), since_seq: 0 };
+            prop_assert_ne!(HookId(seq).public(Some(&na)), HookId(seq).public(Some(&nb)));
+            let refused = HookId::resolve(&HookId(seq).public(Some(&na)), Some(&nb));
+            let owner = match refused {
+                Err(HookIdError::OtherNode { owner, .. }) => owner,
+                other => return Err(TestCaseError::fail(format!("{other:?}"))),
+            };
+            prop_assert_eq!(owner, a);
         }
 
         #[test]
@@ -549,6 +631,75 @@ mod tests {
         let bytes = e.encode();
         for cut in 0..bytes.len() {
             assert!(Envelope::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod hook_id_tests {
+    use super::*;
+    use crate::node::{NodeId, NodeIdentity};
+
+    fn node(id: &str, since_seq: u64) -> NodeIdentity {
+        NodeIdentity {
+            id: NodeId::parse(id).unwrap(),
+            since_seq,
+        }
+    }
+
+    #[test]
+    fn a_hook_id_carries_its_node_from_the_identity_on() {
+        let n = node("eu-1", 10);
+        assert_eq!(HookId(9).public(Some(&n)), "hk_0000000000000009");
+        assert_eq!(HookId(10).public(Some(&n)), "hk_eu-1_000000000000000a");
+        assert_eq!(HookId(10).public(None), "hk_000000000000000a");
+    }
+
+    #[test]
+    fn old_ids_still_name_this_nodes_hooks_and_other_nodes_are_named() {
+        let n = node("eu-1", 10);
+        assert_eq!(
+            HookId::resolve("hk_0000000000000009", Some(&n)),
+            Ok(HookId(9))
+        );
+        assert_eq!(
+            HookId::resolve("hk_eu-1_0000000000000009", Some(&n)),
+            Ok(HookId(9))
+        );
+        let e = HookId::resolve("hk_us-2_0000000000000009", Some(&n)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "hk_us-2_0000000000000009 belongs to node us-2, not to this node (eu-1); ask that node"
+        );
+        assert!(matches!(
+            HookId::resolve("hk_us-2_0000000000000009", None),
+            Err(HookIdError::OtherNode { .. })
+        ));
+        for bad in [
+            "hk_EU_0000000000000009",
+            "hk__0000000000000009",
+            "hk_eu-1_000000000000009",
+            "hk_eu-1_+000000000000009",
+            "hk_a_b_0000000000000009",
+            "0000000000000009",
+        ] {
+            assert!(
+                matches!(
+                    HookId::resolve(bad, Some(&n)),
+                    Err(HookIdError::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_node_id_is_short_lowercase_letters_digits_and_dashes() {
+        for good in ["a", "eu-west-1", "n0", &"x".repeat(32)] {
+            assert!(NodeId::parse(good).is_ok(), "{good}");
+        }
+        for bad in ["", "EU", "eu_1", "-a", "a-", "é", "a b", &"x".repeat(33)] {
+            assert!(NodeId::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -211,3 +211,32 @@ fn rust_backtrace_brings_the_full_report_back_with_the_same_code() {
     // Piped: the report is plain text too.
     assert!(!err.contains('\x1b'), "{err:?}");
 }
+
+#[test]
+fn a_node_id_that_is_bad_or_not_the_stores_refuses_to_boot() {
+    use crate::common::{config_with, write_config, Daemon};
+    let dir = tempfile::tempdir().unwrap();
+    let sources = "[[sources]]\nid = \"s\"\ntenant = \"t\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n";
+    write_config(dir.path(), &config_with("[node]\nid = \"EU_1\"\n", sources));
+    one_plain_line(
+        &run(&["serve", "--config", "ankusa.toml"], dir.path()),
+        2,
+        &["ankusa.toml", "node.id", "\"EU_1\" is not a node id"],
+    );
+    assert!(!dir.path().join("store").exists());
+    write_config(dir.path(), &config_with("[node]\nid = \"eu-1\"\n", sources));
+    assert!(Daemon::start(dir.path()).stop().success());
+    write_config(dir.path(), &config_with("[node]\nid = \"eu-2\"\n", sources));
+    one_plain_line(
+        &run(&["serve", "--config", "ankusa.toml"], dir.path()),
+        2,
+        &[
+            "belongs to node \"eu-1\"",
+            "node.id in ankusa.toml is \"eu-2\"",
+            "set node.id = \"eu-1\" again",
+        ],
+    );
+    // Without [node] the store's id stands.
+    write_config(dir.path(), &config_with("", sources));
+    assert!(Daemon::start(dir.path()).stop().success());
+}

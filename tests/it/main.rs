@@ -19,6 +19,7 @@ mod daemon_dispatch;
 mod daemon_ingest;
 mod demo;
 mod drain;
+mod fleet;
 mod hostile;
 mod layers;
 mod pause;

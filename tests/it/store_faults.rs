@@ -197,7 +197,7 @@ fn assert_nothing_lost(store: &Path, acked: &[String], delivered: &HashSet<Strin
         if delivered.contains(id) {
             continue;
         }
-        let seq = HookId::parse(id).unwrap().0;
+        let seq = HookId::parse(id).unwrap().hook.0;
         assert!(
             matches!(queries::hook(&s, seq), Ok(Some(_))),
             "{id} acknowledged and lost"

@@ -276,7 +276,9 @@ pub fn dead_letter(
         seq: row.seq,
         sink: row.sink,
         source_id: source_id.to_owned(),
-        hook_id: crate::values::HookId(row.seq).to_string(),
+        // The node-local form: the stored string is never shown (readers
+        // derive the public id from the seq), and this one needs no node.
+        hook_id: crate::values::HookId(row.seq).public(None),
     };
     put_dead(b, &dead);
     dead
@@ -838,7 +840,7 @@ pub fn purge_tenant_chunk(
                         let v = DeadValue::decode(&v)?;
                         (v.source_id, v.hook_id)
                     }
-                    None => (String::new(), crate::values::HookId(key.seq).to_string()),
+                    None => (String::new(), String::new()),
                 };
                 let size = match dr {
                     Some(v) => DeliveryRow::decode(&v)?.size,
@@ -851,6 +853,7 @@ pub fn purge_tenant_chunk(
                         hook_id,
                         ord,
                     },
+                    store.node(),
                 );
                 purge_dead(&mut b, &row, size);
                 n.dead += 1;

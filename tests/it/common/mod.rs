@@ -196,9 +196,9 @@ pub fn client() -> reqwest::Client {
         .expect("client")
 }
 
-/// Parses `hk_<16 hex>` into its seq.
+/// Parses a hook id (`hk_<node>_<16 hex>` or `hk_<16 hex>`) into its seq.
 pub fn seq_of(id: &str) -> u64 {
-    ankusa_store::HookId::parse(id).expect("hook id").0
+    ankusa_store::HookId::parse(id).expect("hook id").hook.0
 }
 
 /// A Standard Webhooks `v1,` signature.
