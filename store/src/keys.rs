@@ -44,7 +44,7 @@ pub mod meta {
     pub const MIGRATING_3: &[u8] = b"m:migrating:3";
     /// Present while the node drains ([`crate::node`]).
     pub const DRAIN: &[u8] = b"m:drain";
-    /// The node's identity in the fleet ([`crate::node::identity`]).
+    /// The node's identity in the fleet ([`crate::node_id`], read and recorded by [`crate::node`]).
     pub const NODE: &[u8] = b"m:node";
     /// Put and deleted in one batch by [`crate::Store::probe_write`]: never
     /// stored.

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::DecodeError;
 use crate::keys::{DeadByTenantKey, DeadKey, DueKey, InflightKey};
-use crate::node::NodeIdentity;
+use crate::node_id::NodeIdentity;
 use crate::values::{decode_size, DeadValue, DueValue, HookId, Kind};
 
 /// A due row: waiting for its first attempt or for a retry.

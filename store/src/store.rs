@@ -94,7 +94,7 @@ pub struct Store {
     pub(crate) faults: crate::faults::Faults,
     /// The node's identity once read or recorded ([`crate::node`]): it
     /// never changes once stored, so it is read at most once per handle.
-    node: std::sync::OnceLock<crate::node::NodeIdentity>,
+    node: std::sync::OnceLock<crate::node_id::NodeIdentity>,
 }
 
 impl std::fmt::Debug for Store {
@@ -356,7 +356,7 @@ impl Store {
     fn checked(db: DB, path: &Path, mode: Mode) -> Result<Store> {
         Self::check_families(&db)?;
         let store = Store::handle(db, path, mode);
-        crate::node::identity(&store)?;
+        store.load_node()?;
         Ok(store)
     }
 
@@ -385,13 +385,24 @@ impl Store {
     /// The node's identity, when the store has one and this handle has
     /// read it (every open of a format 3 store does; a follower also at
     /// each [`Store::catch_up`] until its primary records one).
-    pub fn node(&self) -> Option<&crate::node::NodeIdentity> {
+    pub fn node(&self) -> Option<&crate::node_id::NodeIdentity> {
         self.node.get()
     }
 
-    pub(crate) fn cache_node(&self, n: crate::node::NodeIdentity) {
+    pub(crate) fn cache_node(&self, n: crate::node_id::NodeIdentity) {
         // A second set can only offer the same immutable value.
         let _ = self.node.set(n);
+    }
+
+    /// Reads `m:node` into the handle's cache, unless it is there already
+    /// (one point read; the identity never changes once stored).
+    pub(crate) fn load_node(&self) -> Result<()> {
+        if self.node().is_none() {
+            if let Some(v) = self.get(Family::Meta, crate::keys::meta::NODE)? {
+                self.cache_node(crate::node_id::NodeIdentity::decode(&v)?);
+            }
+        }
+        Ok(())
     }
 
     /// The current RocksDB handle, for one operation.
@@ -541,7 +552,7 @@ impl Store {
         if let Mode::Secondary { .. } = self.mode {
             self.db()?.try_catch_up_with_primary()?;
             if self.node().is_none() {
-                crate::node::identity(self)?;
+                self.load_node()?;
             }
         }
         Ok(())

@@ -191,7 +191,7 @@ pub enum HookIdError {
 impl HookId {
     /// The id clients, sinks and operators see for this hook on the node
     /// `node` (the store's [`crate::Store::node`]).
-    pub fn public(self, node: Option<&crate::node::NodeIdentity>) -> String {
+    pub fn public(self, node: Option<&crate::node_id::NodeIdentity>) -> String {
         match node {
             Some(n) if self.0 >= n.since_seq => format!("hk_{}_{:016x}", n.id, self.0),
             _ => format!("hk_{:016x}", self.0),
@@ -205,7 +205,7 @@ impl HookId {
             .ok_or_else(|| DecodeError::new("hook id", "must start with hk_"))?;
         let (node, hex) = match rest.rsplit_once('_') {
             Some((node, hex)) => {
-                crate::node::NodeId::parse(node)
+                crate::node_id::NodeId::parse(node)
                     .map_err(|e| DecodeError::new("hook id", e.to_string()))?;
                 (Some(node), hex)
             }
@@ -230,7 +230,7 @@ impl HookId {
     /// this node's seq; the new form only when its node is this one.
     pub fn resolve(
         s: &str,
-        node: Option<&crate::node::NodeIdentity>,
+        node: Option<&crate::node_id::NodeIdentity>,
     ) -> Result<HookId, HookIdError> {
         let p = Self::parse(s)?;
         match (p.node, node) {
@@ -583,7 +583,7 @@ mod tests {
             prop_assert_eq!(ArchiveValue::decode(&a.encode()).unwrap(), a);
             let u = DedupeValue { seq, expires_at: exp };
             prop_assert_eq!(DedupeValue::decode(&u.encode()).unwrap(), u);
-            let node = crate::node::NodeIdentity { id: crate::NodeId::parse("n-1").unwrap(), since_seq: 0 };
+            let node = crate::node_id::NodeIdentity { id: crate::NodeId::parse("n-1").unwrap(), since_seq: 0 };
             prop_assert_eq!(HookId::resolve(&HookId(seq).public(Some(&node)), Some(&node)).unwrap(), HookId(seq));
             prop_assert_eq!(HookId::resolve(&HookId(seq).public(None), Some(&node)).unwrap(), HookId(seq));
             prop_assert_eq!(HookId::resolve(&HookId(seq).public(None), None).unwrap(), HookId(seq));
@@ -593,8 +593,8 @@ mod tests {
         #[test]
         fn hook_ids_are_unique_across_nodes(seq: u64, a in "[a-z0-9]{1,8}", b in "[a-z0-9]{1,8}") {
             prop_assume!(a != b);
-            let na = crate::node::NodeIdentity { id: crate::NodeId::parse(&a).unwrap(), since_seq: 0 };
-            let nb = crate::node::NodeIdentity { id: crate::NodeId::parse(&b).unwrap(), since_seq: 0 };
+            let na = crate::node_id::NodeIdentity { id: crate::NodeId::parse(&a).unwrap(), since_seq: 0 };
+            let nb = crate::node_id::NodeIdentity { id: crate::NodeId::parse(&b).unwrap(), since_seq: 0 };
             prop_assert_ne!(HookId(seq).public(Some(&na)), HookId(seq).public(Some(&nb)));
             let refused = HookId::resolve(&HookId(seq).public(Some(&na)), Some(&nb));
             let owner = match refused {
@@ -638,7 +638,7 @@ mod tests {
 #[cfg(test)]
 mod hook_id_tests {
     use super::*;
-    use crate::node::{NodeId, NodeIdentity};
+    use crate::node_id::{NodeId, NodeIdentity};
 
     fn node(id: &str, since_seq: u64) -> NodeIdentity {
         NodeIdentity {
