@@ -530,18 +530,13 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
                 detail,
             });
         }
-        let sinks: BTreeSet<&(String, u16)> = folded.keys().chain(stored.keys()).collect();
-        for key in sinks {
-            let s = stored.get(key).copied().unwrap_or(0);
-            let f = folded.get(key).copied().unwrap_or(0);
-            if s != f {
-                rep.push(Mismatch::SinkWaiting {
-                    source: key.0.clone(),
-                    sink: key.1,
-                    stored: s,
-                    folded: f,
-                });
-            }
+        for ((source, sink), stored, folded) in crate::waiting::differences(&folded, &stored) {
+            rep.push(Mismatch::SinkWaiting {
+                source,
+                sink,
+                stored,
+                folded,
+            });
         }
     }
     progress("done", rep.delivery_rows);

@@ -298,15 +298,8 @@ pub fn run(
         let counted = crate::waiting::counted(store)?;
         let folded = crate::waiting::fold_waiting(store)?;
         let stored = crate::waiting::stored_waiting(store, |_| {})?;
-        let sinks: std::collections::BTreeSet<&(String, u16)> =
-            folded.keys().chain(stored.keys()).collect();
-        rep.sink_counts = sinks
-            .into_iter()
-            .filter(|k| {
-                folded.get(*k).copied().unwrap_or(0) != stored.get(*k).copied().unwrap_or(0)
-            })
-            .count() as u64
-            + u64::from(!counted);
+        rep.sink_counts =
+            crate::waiting::differences(&folded, &stored).len() as u64 + u64::from(!counted);
     } else {
         let counted = crate::waiting::counted(store)?;
         rep.sink_counts = crate::waiting::recount_waiting(store)?.corrected + u64::from(!counted);
