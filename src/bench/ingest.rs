@@ -507,6 +507,61 @@ fn batch_request(i: u64) -> Req {
     ("/v1/sources/bench/hooks:batch", None, body)
 }
 
+/// What one client got back: the latency (ms) of each answer its check
+/// accepts, and the count of the others (and of failed connections).
+#[derive(Default)]
+struct Tally {
+    lat: Vec<f64>,
+    refused: u64,
+}
+
+impl Tally {
+    /// Sends `req` on `conn` (opened again when a failure dropped it) and
+    /// counts the answer, its latency taken from `t`.
+    async fn request(
+        &mut self,
+        addr: SocketAddr,
+        conn: &mut Option<Conn>,
+        (path, tenant, body): Req,
+        t: Instant,
+        ok: fn(u16, &[u8]) -> bool,
+    ) {
+        let c = match conn.take() {
+            Some(c) => c,
+            None => match Conn::open(addr).await {
+                Ok(c) => c,
+                Err(_) => {
+                    self.refused += 1;
+                    return;
+                }
+            },
+        };
+        match c.send(path, tenant.as_deref(), &body).await {
+            Ok((status, answer, c)) => {
+                if ok(status, &answer) {
+                    self.lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                } else {
+                    self.refused += 1;
+                }
+                *conn = Some(c);
+            }
+            Err(_) => self.refused += 1,
+        }
+    }
+}
+
+/// Waits for every client and adds up what they got.
+async fn gather(tasks: Vec<tokio::task::JoinHandle<Tally>>, total: u64) -> Result<(Vec<f64>, u64)> {
+    let mut all = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    let mut refused = 0;
+    for t in tasks {
+        let tally = t.await.wrap_err("client task failed")?;
+        all.extend(tally.lat);
+        refused += tally.refused;
+    }
+    Ok((all, refused))
+}
+
 /// Sends `total` requests made by `make` from `clients` keep-alive
 /// connections; returns the latency (ms) of each answer `ok` accepts and
 /// the count of the others (and of failed connections).
@@ -522,49 +577,21 @@ async fn drive_requests(
     for _ in 0..clients {
         let next = next.clone();
         tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut refused = 0u64;
+            let mut tally = Tally::default();
             let mut conn: Option<Conn> = None;
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= total {
                     break;
                 }
-                let (path, tenant, body) = make(i);
-                let t = Instant::now();
-                let c = match conn.take() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => c,
-                        Err(_) => {
-                            refused += 1;
-                            continue;
-                        }
-                    },
-                };
-                match c.send(path, tenant.as_deref(), &body).await {
-                    Ok((status, answer, c)) => {
-                        if ok(status, &answer) {
-                            lat.push(t.elapsed().as_secs_f64() * 1000.0);
-                        } else {
-                            refused += 1;
-                        }
-                        conn = Some(c);
-                    }
-                    Err(_) => refused += 1,
-                }
+                tally
+                    .request(addr, &mut conn, make(i), Instant::now(), ok)
+                    .await;
             }
-            (lat, refused)
+            tally
         }));
     }
-    let mut all = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-    let mut refused = 0;
-    for t in tasks {
-        let (lat, r) = t.await.wrap_err("client task failed")?;
-        all.extend(lat);
-        refused += r;
-    }
-    Ok((all, refused))
+    gather(tasks, total).await
 }
 
 /// Sends `total` single hooks at `rate` per second, open-loop, from
@@ -588,8 +615,7 @@ pub(super) async fn drive_open(
     let mut tasks = Vec::with_capacity(clients);
     for k in 0..clients as u64 {
         tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut refused = 0u64;
+            let mut tally = Tally::default();
             // Connected before the first hook is due, so a connect is not
             // counted as an acknowledgement's latency.
             let mut conn = Conn::open(addr).await.ok();
@@ -603,41 +629,15 @@ pub(super) async fn drive_open(
                 } else {
                     Instant::now()
                 };
-                let (path, tenant, body) = make(i);
+                tally
+                    .request(addr, &mut conn, make(i), t, |status, _| status == 202)
+                    .await;
                 i += clients as u64;
-                let c = match conn.take() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => c,
-                        Err(_) => {
-                            refused += 1;
-                            continue;
-                        }
-                    },
-                };
-                match c.send(path, tenant.as_deref(), &body).await {
-                    Ok((202, _, c)) => {
-                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
-                        conn = Some(c);
-                    }
-                    Ok((_, _, c)) => {
-                        refused += 1;
-                        conn = Some(c);
-                    }
-                    Err(_) => refused += 1,
-                }
             }
-            (lat, refused)
+            tally
         }));
     }
-    let mut all = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-    let mut refused = 0;
-    for t in tasks {
-        let (lat, r) = t.await.wrap_err("client task failed")?;
-        all.extend(lat);
-        refused += r;
-    }
-    Ok((all, refused))
+    gather(tasks, total).await
 }
 
 /// One keep-alive HTTP/1.1 connection of the load generator.
