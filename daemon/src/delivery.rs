@@ -30,7 +30,6 @@ use ankusa_store::values::DeliveryRow;
 use ankusa_store::{queries, transitions, Batch, HookId, InflightRow, Store, StoreError};
 use base64::Engine as _;
 use hmac::Mac as _;
-use tokio::sync::Semaphore;
 
 use super::config::{SinkConfig, Source};
 use super::metrics::Metrics;
@@ -150,8 +149,6 @@ pub struct Deliverer {
     clock: SharedClock,
     metrics: Arc<Metrics>,
     sources: HashMap<String, Arc<Source>>,
-    /// One semaphore per (source, sink): the per-sink concurrency bound.
-    permits: HashMap<(String, u16), Arc<Semaphore>>,
 }
 
 impl Deliverer {
@@ -170,25 +167,16 @@ impl Deliverer {
             .pool_idle_timeout(Duration::from_secs(90))
             .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        let sources_list = sources;
         let sources = sources
             .iter()
             .map(|s| (s.id.clone(), Arc::new(s.clone())))
             .collect();
-        let mut permits = HashMap::new();
-        for src in sources_list {
-            for i in 0..src.sinks.len() {
-                let i = u16::try_from(i).unwrap_or(u16::MAX);
-                permits.insert((src.id.clone(), i), Arc::new(Semaphore::new(per_sink)));
-            }
-        }
         Ok(Self {
             client,
             store,
             clock,
             metrics,
             sources,
-            permits,
         })
     }
 
@@ -236,17 +224,11 @@ impl Deliverer {
                 ),
                 Some(sink) => {
                     let attempt = drow.attempts.saturating_add(1);
-                    // Hold the sink's permit for the request only.
-                    let permit = match self.permits.get(&(env.source_id.clone(), row.sink)) {
-                        Some(sem) => sem.clone().acquire_owned().await.ok(),
-                        None => None,
-                    };
                     let started = std::time::Instant::now();
                     self.metrics.sinks.started(&env.source_id, row.sink);
                     let verdict = self.attempt(sink, env, row, attempt).await;
                     let took = started.elapsed();
                     self.metrics.dispatch.attempt_seconds.observe(took);
-                    drop(permit);
                     let (status, delivered, error) = match &verdict {
                         Verdict::Delivered { status } => (*status, true, None),
                         Verdict::Retry { status, error, .. }

@@ -14,8 +14,13 @@
 //! 5. stale markers of every visited tenant are cleaned (delete-then-verify,
 //!    `transitions::cleanup_markers`), so a tenant whose work is all in the
 //!    future stops occupying the scan window;
-//! 6. each claimed row is delivered on its own task, bounded by the global
-//!    `max_inflight`, the per-tenant cap and a per-sink semaphore.
+//! 6. each claimed row is delivered on its own task.
+//!
+//! Steps 2 to 4 keep the bounds: the global `max_inflight` and bytes, the
+//! per-tenant cap, and `per_sink` ([`super::sink_room`]): a row of a sink
+//! at its bound is not claimed (it would hold a node slot while waiting for
+//! the sink); the visit walks past it to the tenant's rows for other sinks
+//! and remembers where the run of such rows ends ([`Skip`]).
 //!
 //! A half-open circuit breaker ([`super::breaker`]) gets one parked row of
 //! its sink claimed in step 4's commit, its probe: the dispatcher stays the
@@ -43,22 +48,28 @@ use std::time::{Duration, Instant};
 use ankusa_fairness::{Config, HeadRow, Limits, RowKind, Scheduler, TenantHead};
 use ankusa_store::pauses::Paused;
 use ankusa_store::quarantine::Undecodable;
+use ankusa_store::queries::DueFrom;
 use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, Kind, Store, StoreError};
+use std::ops::ControlFlow;
 use tokio::sync::{watch, Notify};
 
 use super::breaker;
 pub use super::config::DispatchSettings;
 use super::delivery::{Deliverer, Ended};
 use super::metrics::Metrics;
+pub use super::sink_room::{SinkKey, SinkMap, SinkRoom};
 use super::{Settings, SharedClock};
 
 /// Rows this process has claimed and not yet recorded, per tenant.
 #[derive(Debug, Default)]
 pub struct Inflight {
     by_tenant: Mutex<HashMap<u32, u32>>,
-    /// `(seq, sink)` of every row whose delivery is in progress here.
-    rows: Mutex<HashSet<(u64, u16)>>,
+    /// Rows in flight per sink: what `per_sink` bounds at claim time.
+    by_sink: Mutex<HashMap<SinkKey, u32>>,
+    /// `(seq, sink)` of every row whose delivery is in progress here, with
+    /// the sink it counts against.
+    rows: Mutex<HashMap<(u64, u16), Option<SinkKey>>>,
     total: AtomicU64,
     /// Body bytes of the rows in flight: what `max_inflight_bytes` bounds.
     bytes: AtomicU64,
@@ -66,12 +77,15 @@ pub struct Inflight {
 }
 
 impl Inflight {
-    fn add(&self, row: &InflightRow) {
+    fn add(&self, row: &InflightRow, sink: Option<SinkKey>) {
         if let Ok(mut m) = self.by_tenant.lock() {
             *m.entry(row.ord).or_insert(0) += 1;
         }
+        if let (Some(k), Ok(mut m)) = (sink, self.by_sink.lock()) {
+            *m.entry(k).or_insert(0) += 1;
+        }
         if let Ok(mut rows) = self.rows.lock() {
-            rows.insert((row.seq, row.sink));
+            rows.insert((row.seq, row.sink), sink);
         }
         self.bytes.fetch_add(u64::from(row.size), Ordering::SeqCst);
         self.total.fetch_add(1, Ordering::SeqCst);
@@ -79,8 +93,19 @@ impl Inflight {
 
     fn done(&self, row: &InflightRow) {
         let ord = row.ord;
-        if let Ok(mut rows) = self.rows.lock() {
-            rows.remove(&(row.seq, row.sink));
+        let sink = self
+            .rows
+            .lock()
+            .ok()
+            .and_then(|mut rows| rows.remove(&(row.seq, row.sink)))
+            .flatten();
+        if let (Some(k), Ok(mut m)) = (sink, self.by_sink.lock()) {
+            if let Some(c) = m.get_mut(&k) {
+                *c = c.saturating_sub(1);
+                if *c == 0 {
+                    m.remove(&k);
+                }
+            }
         }
         if let Ok(mut m) = self.by_tenant.lock() {
             if let Some(c) = m.get_mut(&ord) {
@@ -109,9 +134,16 @@ impl Inflight {
         self.by_tenant.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
+    fn sinks(&self) -> HashMap<SinkKey, u32> {
+        self.by_sink.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
     /// The rows being delivered now.
     fn held(&self) -> HashSet<(u64, u16)> {
-        self.rows.lock().map(|r| r.clone()).unwrap_or_default()
+        self.rows
+            .lock()
+            .map(|r| r.keys().copied().collect())
+            .unwrap_or_default()
     }
 
     async fn wait_idle(&self) {
@@ -130,7 +162,8 @@ impl Inflight {
 #[derive(Debug, Default)]
 pub struct TickPlan {
     pub visited: usize,
-    pub claims: Vec<Vec<DueRow>>,
+    /// Per tenant, the rows to claim and the sink each counts against.
+    pub claims: Vec<Vec<(DueRow, Option<SinkKey>)>>,
     pub markers: Vec<Visit>,
     /// Due rows met that do not decode: the claim quarantines them.
     pub bad: Vec<Undecodable>,
@@ -190,6 +223,48 @@ pub struct ActiveSet {
     seen: HashMap<u32, std::collections::BTreeSet<u64>>,
     walked_to: Option<u64>,
     full_at: u64,
+    /// Where each tenant's run of rows for full sinks ends (see [`Skip`]).
+    skip: HashMap<u32, Skip>,
+}
+
+/// A tenant's head that waits for full sinks: every due row of the tenant
+/// at or before (`at`, `seq`, `sink`) belongs to one of `sinks`. While all
+/// of them stay full, a visit starts after it instead of walking those rows
+/// again; when one has room the head is walked too (both walks at most
+/// `scan_rows` rows, so a visit reads at most twice that). Rows are only
+/// ever written due at or after the time they are written, so nothing
+/// lands before a skip point except through a clock step back or a row
+/// returned to due with its old time; the skip points are dropped at every
+/// full resync and whenever stranded rows are returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    at: u64,
+    seq: u64,
+    sink: u16,
+    sinks: Vec<SinkKey>,
+}
+
+impl Skip {
+    fn over(prev: Option<Skip>, row: &DueRow, k: SinkKey) -> Skip {
+        let mut sinks = prev.map(|p| p.sinks).unwrap_or_default();
+        if !sinks.contains(&k) {
+            sinks.push(k);
+        }
+        Skip {
+            at: row.at,
+            seq: row.seq,
+            sink: row.sink,
+            sinks,
+        }
+    }
+
+    fn after(&self) -> DueFrom {
+        DueFrom::After {
+            at: self.at,
+            seq: self.seq,
+            sink: self.sink,
+        }
+    }
 }
 
 impl ActiveSet {
@@ -202,6 +277,7 @@ impl ActiveSet {
             _ => {
                 self.oldest.clear();
                 self.seen.clear();
+                self.skip.clear();
                 self.full_at = now;
                 0
             }
@@ -247,6 +323,7 @@ impl ActiveSet {
             }
             None => {
                 self.oldest.remove(&ord);
+                self.skip.remove(&ord);
             }
         }
         self.seen
@@ -292,6 +369,176 @@ fn note_seen(set: &mut std::collections::BTreeSet<u64>, second: u64) {
     set.insert(second);
 }
 
+/// What a visit read of a tenant's head.
+#[derive(Debug, Default)]
+struct Head {
+    /// Rows that may be claimed now, in due order.
+    rows: Vec<DueRow>,
+    /// The second of the tenant's first due row, if it has one now.
+    first: Option<u64>,
+    /// Where the run of rows for full sinks that starts its head ends.
+    skip: Option<Skip>,
+}
+
+/// How a visit treats a row it meets.
+enum Met {
+    /// A paused sink's: set aside for parking.
+    Park,
+    /// A sink at its bound: stays due.
+    Full(SinkKey),
+    /// May be claimed now.
+    Ready,
+}
+
+/// One visit of a tenant's head, under the tick's budgets.
+struct HeadWalk<'a, 'b> {
+    store: &'a Store,
+    now: u64,
+    /// Rows the tenant may still take (its ceiling minus its rows in flight).
+    room: usize,
+    /// The tick's byte budget (the first row goes even if it is larger).
+    bytes: u64,
+    /// Rows one walk reads at most (`scan_rows`).
+    keys: usize,
+    sinks: &'a mut SinkRoom<'b>,
+    paused: &'a Paused,
+    bad: &'a mut Vec<Undecodable>,
+    park: &'a mut Vec<DueRow>,
+}
+
+impl HeadWalk<'_, '_> {
+    fn classify(&mut self, ord: u32, r: &DueRow) -> Result<Met, StoreError> {
+        // Rows of a paused sink are set aside for parking, so they neither
+        // go out nor keep the tenant's other sinks waiting behind them.
+        if !self.paused.is_empty()
+            && self.paused.may_cover(r.sink)
+            && queries::hook_source(self.store, r.seq)?
+                .is_some_and(|src| self.paused.row(ord, &src, r.sink))
+        {
+            return Ok(Met::Park);
+        }
+        Ok(match self.sinks.full(self.store, r)? {
+            Some(k) => Met::Full(k),
+            None => Met::Ready,
+        })
+    }
+
+    /// Reads the tenant's head: from its skip point when the sinks before
+    /// it are all still full, else from `floor` (and then on past the skip
+    /// point), taking the rows that may go now and extending the run of
+    /// rows that must wait while it is unbroken.
+    fn visit(&mut self, ord: u32, floor: u64, skip: Option<&Skip>) -> Result<Head, StoreError> {
+        let mut head = Head::default();
+        let mut used = 0u64;
+        let from = match skip {
+            None => {
+                let run = self.walk(ord, DueFrom::At(floor), None, &mut head, &mut used, true)?;
+                // A head of nothing but rows that wait: read on past them
+                // once in this visit rather than a tick later.
+                match (&head.skip, run.unbroken && run.met >= self.keys) {
+                    (Some(k), true) => k.after(),
+                    _ => return Ok(head),
+                }
+            }
+            Some(k) => {
+                let open = k.sinks.iter().any(|s| self.sinks.has_room(*s));
+                // Not walked, the rows before the point are taken to be
+                // there still; walked and none met, the point is void.
+                let before = !open
+                    || self
+                        .walk(
+                            ord,
+                            DueFrom::At(floor),
+                            Some((k.at, k.seq, k.sink)),
+                            &mut head,
+                            &mut used,
+                            false,
+                        )?
+                        .met
+                        > 0;
+                if before {
+                    head.first = head.first.or(Some(ankusa_store::keys::bucket_of(floor)));
+                    head.skip = Some(k.clone());
+                }
+                k.after()
+            }
+        };
+        if head.rows.len() < self.room {
+            self.walk(ord, from, None, &mut head, &mut used, true)?;
+        }
+        Ok(head)
+    }
+
+    /// One walk from `from` (up to `upto` inclusive when given), extending
+    /// the head's skip point over rows that wait while `extend` and no row
+    /// that may go was met.
+    fn walk(
+        &mut self,
+        ord: u32,
+        from: DueFrom,
+        upto: Option<(u64, u64, u16)>,
+        head: &mut Head,
+        used: &mut u64,
+        extend: bool,
+    ) -> Result<Walked, StoreError> {
+        let mut met = 0usize;
+        let mut run = extend;
+        let mut err = None;
+        let mut rows = Vec::new();
+        // Read first, then classified: classifying may read hooks.
+        queries::visit_due(self.store, ord, from, self.now, self.keys, self.bad, |r| {
+            if upto.is_some_and(|u| (r.at, r.seq, r.sink) > u) {
+                return ControlFlow::Break(());
+            }
+            rows.push(r);
+            ControlFlow::Continue(())
+        })?;
+        for r in rows {
+            met += 1;
+            if head.first.is_none() {
+                head.first = Some(ankusa_store::keys::bucket_of(r.at));
+            }
+            match self.classify(ord, &r) {
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+                Ok(Met::Park) => self.park.push(r),
+                Ok(Met::Full(k)) => {
+                    if run {
+                        head.skip = Some(Skip::over(head.skip.take(), &r, k));
+                    }
+                }
+                Ok(Met::Ready) => {
+                    run = false;
+                    let next = *used + u64::from(r.size);
+                    if !head.rows.is_empty() && next > self.bytes {
+                        break;
+                    }
+                    *used = next;
+                    head.rows.push(r);
+                    if head.rows.len() >= self.room {
+                        break;
+                    }
+                }
+            }
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(Walked { met, unbroken: run }),
+        }
+    }
+}
+
+/// What one walk met.
+struct Walked {
+    /// Rows read.
+    met: usize,
+    /// Whether every row read waits (or is parked): the skip point covers
+    /// them all.
+    unbroken: bool,
+}
+
 /// The read side of a tick: active tenants, their head rows, the
 /// scheduler's choice. No row writes; what `bench dispatch-tick` measures.
 #[allow(clippy::too_many_arguments)]
@@ -305,6 +552,7 @@ pub fn plan_tick(
     global_inflight: u64,
     global_bytes: u64,
     paused: &Paused,
+    sinks: &mut SinkRoom<'_>,
 ) -> Result<TickPlan, StoreError> {
     set.refresh(store, now)?;
     let active = set.pick(s.scan_tenants, paused);
@@ -322,41 +570,38 @@ pub fn plan_tick(
         // before the tenant's oldest marker: start the range there and skip
         // the tombstones of rows already claimed.
         let floor = a.bucket.saturating_mul(1000);
-        let rows = queries::due_for_tenant(
-            store,
-            a.ord,
-            now,
-            floor,
-            s.scan_rows.min(room),
-            s.tick_bytes,
-            &mut bad,
-        )?;
-        // With room and nothing returned, nothing is due now: the tenant
-        // leaves the set until a marker brings it back. A tenant at its cap
-        // keeps its place.
-        let first = match rows.first() {
-            Some(r) => Some(ankusa_store::keys::bucket_of(r.at)),
-            None if room == 0 => Some(a.bucket),
-            None => None,
-        };
-        // Rows of a paused sink are set aside for parking, so they neither
-        // go out nor keep the tenant's other sinks waiting behind them.
-        let rows = if paused.is_empty() {
-            rows
-        } else {
-            let mut kept = Vec::with_capacity(rows.len());
-            for r in rows {
-                let held = paused.may_cover(r.sink)
-                    && queries::hook_source(store, r.seq)?
-                        .is_some_and(|src| paused.row(a.ord, &src, r.sink));
-                if held {
-                    park.push(r);
-                } else {
-                    kept.push(r);
-                }
+        let head = if room == 0 {
+            // A tenant at its cap keeps its place.
+            Head {
+                first: Some(a.bucket),
+                skip: set.skip.get(&a.ord).cloned(),
+                ..Head::default()
             }
-            kept
+        } else {
+            let mut walk = HeadWalk {
+                store,
+                now,
+                room,
+                bytes: s.tick_bytes,
+                keys: s.scan_rows,
+                sinks: &mut *sinks,
+                paused,
+                bad: &mut bad,
+                park: &mut park,
+            };
+            walk.visit(a.ord, floor, set.skip.get(&a.ord))?
         };
+        // With room and nothing met, nothing is due now: the tenant leaves
+        // the set until a marker brings it back.
+        let (rows, first) = (head.rows, head.first);
+        match head.skip {
+            Some(k) => {
+                set.skip.insert(a.ord, k);
+            }
+            None => {
+                set.skip.remove(&a.ord);
+            }
+        }
         let mut markers = set.visited(a.ord, first);
         if markers.is_empty() {
             // Cleanup still looks at the second the set knew it by.
@@ -412,8 +657,21 @@ pub fn plan_tick(
     let mut claims = Vec::with_capacity(plan.len());
     for c in plan {
         if let Some(&i) = index.get(&c.tenant) {
-            let take = (c.rows as usize).min(due[i].len());
-            claims.push(due[i][..take].to_vec());
+            // The scheduler counts rows per tenant; the sinks' room is what
+            // is left after the tenants before it in this tick took theirs
+            // (a row of a sink filled meanwhile stays due; the tenant's next
+            // rows take its place).
+            let want = c.rows as usize;
+            let mut took = Vec::with_capacity(want.min(due[i].len()));
+            for r in &due[i] {
+                if took.len() >= want {
+                    break;
+                }
+                if let Some(k) = sinks.take(store, r)? {
+                    took.push((*r, k));
+                }
+            }
+            claims.push(took);
         }
     }
     Ok(TickPlan {
@@ -462,6 +720,8 @@ pub struct Dispatcher {
     metrics: Arc<Metrics>,
     sched: Arc<Mutex<(Scheduler, ActiveSet)>>,
     inflight: Arc<Inflight>,
+    /// The configured sinks, for counting rows in flight per sink.
+    sinks: SinkMap,
     deliverer: Arc<Deliverer>,
     /// The store generation and unrecorded count the last stranded-row
     /// sweep covered.
@@ -503,6 +763,7 @@ impl Dispatcher {
             metrics,
             sched: Arc::new(Mutex::new((sched, ActiveSet::default()))),
             inflight: Arc::new(Inflight::default()),
+            sinks: SinkMap::new(&settings.sources),
             deliverer: Arc::new(deliverer),
             swept: Mutex::new(swept),
             freed: Notify::new(),
@@ -601,9 +862,11 @@ impl Dispatcher {
         // From planning (which reads the due rows) to the claim's commit: a
         // purge must not delete a row this tick is about to claim.
         let rows_guard = ankusa_ops::rowlock::hold();
-        self.release_stranded(now);
+        let returned = self.release_stranded(now);
         let paused = Paused::load(&self.store)?;
         self.note_pauses(&paused);
+        let cap = u32::try_from(self.settings.per_sink).unwrap_or(u32::MAX);
+        let mut sinks = SinkRoom::new(&self.sinks, cap, self.inflight.sinks());
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
@@ -612,6 +875,11 @@ impl Dispatcher {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let (sched, set) = &mut *state;
+            if returned {
+                // Returned rows are due now under their old sequence
+                // numbers, so they may sort before a skip point.
+                set.skip.clear();
+            }
             plan_tick(
                 &self.store,
                 sched,
@@ -622,6 +890,7 @@ impl Dispatcher {
                 self.inflight.total(),
                 self.inflight.bytes(),
                 &paused,
+                &mut sinks,
             )?
         };
         let probes = self.find_probes(now, &paused);
@@ -633,12 +902,12 @@ impl Dispatcher {
             }
             let mut claimed = Vec::with_capacity(plan.rows() + probes.len());
             for rows in &plan.claims {
-                for r in rows {
-                    claimed.push(transitions::claim(&mut b, r));
+                for (r, sink) in rows {
+                    claimed.push((transitions::claim(&mut b, r), *sink));
                 }
             }
-            for p in &probes {
-                claimed.push(transitions::claim(&mut b, &p.3));
+            for (src, sink, _, row) in &probes {
+                claimed.push((transitions::claim(&mut b, row), self.sinks.key(src, *sink)));
             }
             // Under the same row lock and in the same commit as the claim.
             for u in &plan.bad {
@@ -663,8 +932,8 @@ impl Dispatcher {
                     .breakers
                     .searched(src, *sink, *cursor, Some(row.seq), false, now);
             }
-            for r in claimed {
-                self.inflight.add(&r);
+            for (r, sink) in claimed {
+                self.inflight.add(&r, sink);
                 self.metrics
                     .dispatch
                     .inflight
@@ -749,7 +1018,8 @@ impl Dispatcher {
     /// store was reopened (a claim whose commit failed may have reached the
     /// WAL). Runs under the row lock, before planning, so no claim is half
     /// done; a failure is retried next tick.
-    fn release_stranded(&self, now: u64) {
+    /// Whether rows went back to due.
+    fn release_stranded(&self, now: u64) -> bool {
         let m = &self.metrics.dispatch;
         let want = (self.store.generation(), m.unrecorded.load(Ordering::SeqCst));
         let mut swept = self
@@ -757,7 +1027,7 @@ impl Dispatcher {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if *swept == want {
-            return;
+            return false;
         }
         match transitions::recover_inflight_except(&self.store, now, &self.inflight.held()) {
             Ok(n) => {
@@ -769,9 +1039,11 @@ impl Dispatcher {
                         "returned inflight rows nobody was delivering to due"
                     );
                 }
+                n > 0
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot return stranded inflight rows yet; next tick");
+                false
             }
         }
     }
@@ -855,6 +1127,111 @@ mod tests {
             },
         );
         store.commit(b, true).unwrap();
+    }
+
+    /// Hooks `seqs` of tenant `ord` due at `at`, each owed to `sinks` sinks
+    /// of source `s`.
+    fn hooks_with_sinks(store: &Store, seqs: std::ops::Range<u64>, ord: u32, at: u64, sinks: u16) {
+        let mut b = Batch::new();
+        for seq in seqs {
+            let env = Envelope {
+                received_at: at,
+                source_id: "s".into(),
+                tenant: format!("t{ord}"),
+                idempotency_key: None,
+                headers: vec![],
+                body: vec![1],
+            };
+            transitions::ingest(
+                &mut b,
+                &IngestHook {
+                    seq,
+                    ord,
+                    envelope: &env,
+                    sinks,
+                    archive: false,
+                    dedupe_expires_at: None,
+                },
+            );
+        }
+        store.commit(b, true).unwrap();
+    }
+
+    /// One tick's plan with `inflight` rows in flight per sink and the
+    /// default settings (per_sink 64, scan_rows 64).
+    fn plan_with(
+        store: &Store,
+        set: &mut ActiveSet,
+        map: &SinkMap,
+        now: u64,
+        inflight: &[(SinkKey, u32)],
+    ) -> Vec<(u32, u64, u16)> {
+        let s = DispatchSettings::default();
+        let mut sched = Scheduler::new(Config::default());
+        let cap = u32::try_from(s.per_sink).unwrap();
+        let mut room = SinkRoom::new(map, cap, inflight.iter().copied().collect());
+        let plan = plan_tick(
+            store,
+            &mut sched,
+            set,
+            now,
+            &s,
+            &HashMap::new(),
+            0,
+            0,
+            &Paused::default(),
+            &mut room,
+        )
+        .unwrap();
+        plan.claims
+            .iter()
+            .flatten()
+            .map(|(r, _)| (r.ord, r.seq, r.sink))
+            .collect()
+    }
+
+    const SINK0: SinkKey = SinkKey { source: 0, sink: 0 };
+
+    /// Issue 19: a sink at `per_sink` held every node slot, because its rows
+    /// were claimed and then waited for the sink. Its rows now stay due, and
+    /// the tenant's rows for its other sinks behind more than `scan_rows` of
+    /// them still go out in the same tick.
+    #[test]
+    fn a_full_sink_leaves_its_rows_due_and_the_tenants_other_sinks_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let now = 10_000_000;
+        let map = SinkMap::of([("s", 2)]);
+        // 100 rows for sink 0 only, then 5 hooks for both sinks.
+        hooks_with_sinks(&store, 1..101, 1, now - 5_000, 1);
+        hooks_with_sinks(&store, 101..106, 1, now - 4_000, 2);
+        let mut set = ActiveSet::default();
+        let full = [(SINK0, 64)];
+        let got = plan_with(&store, &mut set, &map, now, &full);
+        let want: Vec<(u32, u64, u16)> = (101..106).map(|seq| (1, seq, 1)).collect();
+        assert_eq!(got, want, "only sink 1's rows, none of the full sink's");
+        // The next visit starts after the run of sink 0's rows; with room
+        // again, sink 0's oldest rows go first.
+        assert!(set.skip.contains_key(&1));
+        let got = plan_with(&store, &mut set, &map, now, &[(SINK0, 61)]);
+        assert_eq!(got, vec![(1, 1, 0), (1, 2, 0), (1, 3, 0)]);
+    }
+
+    /// A tick takes no more rows of a sink than its room, over all tenants.
+    #[test]
+    fn a_tick_takes_at_most_a_sinks_room_over_all_tenants() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let now = 10_000_000;
+        let map = SinkMap::of([("s", 2)]);
+        for t in 1..=4u32 {
+            let base = u64::from(t) * 100;
+            hooks_with_sinks(&store, base..base + 10, t, now - 1_000, 2);
+        }
+        let mut set = ActiveSet::default();
+        let got = plan_with(&store, &mut set, &map, now, &[(SINK0, 61)]);
+        assert_eq!(got.iter().filter(|c| c.2 == 0).count(), 3, "{got:?}");
+        assert_eq!(got.iter().filter(|c| c.2 == 1).count(), 40, "{got:?}");
     }
 
     fn ords(set: &ActiveSet) -> Vec<u32> {

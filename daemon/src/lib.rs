@@ -70,6 +70,7 @@ mod open_files;
 mod outcome;
 pub mod signature;
 mod sink_health;
+mod sink_room;
 mod writer;
 
 use std::collections::HashMap;
@@ -86,7 +87,7 @@ use tokio::sync::Semaphore;
 
 pub use clock::{Clock, SharedClock, SystemClock};
 pub use config::{ConfigError, DispatchSettings, Settings};
-pub use dispatch::{plan_tick, ActiveSet};
+pub use dispatch::{plan_tick, ActiveSet, SinkMap, SinkRoom};
 pub use error::DaemonError;
 pub use metrics::Metrics;
 use writer::{Writer, WriterHandle};

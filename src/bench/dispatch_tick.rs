@@ -173,6 +173,8 @@ fn measure_cell(
     // steady state (a window walk), with a full walk every RESYNC_MS.
     let mut set = ankusa_daemon::ActiveSet::default();
     let inflight = Default::default();
+    // The bench's rows name no configured sink, so none is ever full.
+    let no_sinks = ankusa_daemon::SinkMap::default();
     let mut best_p10 = f64::INFINITY;
     let mut best_median = f64::INFINITY;
     let mut planned = 0;
@@ -182,8 +184,10 @@ fn measure_cell(
             let tick_now = ankusa_store::system_now_ms();
             let s = Instant::now();
             let paused = ankusa_store::pauses::Paused::load(&store)?;
+            let mut sinks = ankusa_daemon::SinkRoom::unbounded(&no_sinks);
             let plan = plan_tick(
                 &store, &mut sched, &mut set, tick_now, &settings, &inflight, 0, 0, &paused,
+                &mut sinks,
             )?;
             samples.push(s.elapsed().as_secs_f64() * 1000.0);
             planned = plan.rows();

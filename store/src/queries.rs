@@ -200,17 +200,78 @@ pub fn due_for_tenant(
     bad: &mut Vec<Undecodable>,
 ) -> Result<Vec<DueRow>> {
     let mut out = Vec::new();
-    if limit == 0 || floor > now {
+    if limit == 0 {
         return Ok(out);
     }
-    let lo = bounds::tenant_at(prefix::DUE, ord, floor);
-    let hi = bounds::tenant_at(prefix::DUE, ord, now.saturating_add(1));
     let mut bytes = 0u64;
+    visit_due(
+        store,
+        ord,
+        DueFrom::At(floor),
+        now,
+        usize::MAX,
+        bad,
+        |row| {
+            let next = bytes + u64::from(row.size);
+            if !out.is_empty() && next > byte_budget {
+                return ControlFlow::Break(());
+            }
+            bytes = next;
+            out.push(row);
+            if out.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+    )?;
+    Ok(out)
+}
+
+/// Where a walk of a tenant's due rows starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DueFrom {
+    /// At the first row due at or after this time (ms).
+    At(u64),
+    /// Strictly after the row with this due time, seq and sink: where an
+    /// earlier walk stopped.
+    After { at: u64, seq: u64, sink: u16 },
+}
+
+/// Hands `f` the tenant's due rows from `from` up to `now`, in due order,
+/// until it breaks or `max_keys` rows were handed over. Rows that do not
+/// decode go to `bad` (up to a bound) and are not counted. Returns the rows
+/// handed over. The one walk of a tenant's head: [`due_for_tenant`] and the
+/// dispatcher's sink-aware visit share it.
+pub fn visit_due(
+    store: &Store,
+    ord: u32,
+    from: DueFrom,
+    now: u64,
+    max_keys: usize,
+    bad: &mut Vec<Undecodable>,
+    mut f: impl FnMut(DueRow) -> ControlFlow<()>,
+) -> Result<usize> {
+    let lo = match from {
+        DueFrom::At(floor) if floor > now => return Ok(0),
+        DueFrom::At(floor) => bounds::tenant_at(prefix::DUE, ord, floor),
+        DueFrom::After { at, .. } if at > now => return Ok(0),
+        DueFrom::After { at, seq, sink } => {
+            let mut k = bounds::tenant_full(prefix::DUE, ord, at, seq, sink);
+            k.push(0);
+            k
+        }
+    };
+    let hi = bounds::tenant_at(prefix::DUE, ord, now.saturating_add(1));
+    let mut seen = 0usize;
+    if max_keys == 0 {
+        return Ok(0);
+    }
     store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, v| {
         let row = match DueRow::decode(k, v) {
             Ok(r) => r,
             // One bad row must not stop the tenant (or the tick): it is
-            // handed back for the quarantine and the scan goes on, up to a
+            // handed back for the quarantine and the walk goes on, up to a
             // bounded number of them.
             Err(error) => {
                 bad.push(Undecodable {
@@ -225,19 +286,13 @@ pub fn due_for_tenant(
                 });
             }
         };
-        let next = bytes + u64::from(row.size);
-        if !out.is_empty() && next > byte_budget {
+        seen += 1;
+        if f(row).is_break() || seen >= max_keys {
             return Ok(ControlFlow::Break(()));
         }
-        bytes = next;
-        out.push(row);
-        Ok(if out.len() >= limit {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
+        Ok(ControlFlow::Continue(()))
     })?;
-    Ok(out)
+    Ok(seen)
 }
 
 /// The tenant's earliest due row (due now or later): one seek.

@@ -568,7 +568,9 @@ async fn post_sized(c: &reqwest::Client, d: &Daemon, source: &str, n: usize, siz
 // backlogs are ingested with dispatch off, so both are backlogged from the first tick.
 // The dispatcher runs as configured by default, refill ticks on: a tick starts whenever
 // a delivery ends. 1 MiB in flight (`max_inflight_bytes`) is the binding limit, with
-// row slots to spare, so each tick claims what deliveries freed and the split is the
+// row slots to spare (`per_sink` is counted when rows are claimed, so it is set above
+// the small tenant's 256 rows of share: at 256 the sink's bound, not the scheduler,
+// would decide the split), so each tick claims what deliveries freed and the split is the
 // scheduler's: 512 KiB in flight to each, and bytes delivered in that ratio. Bytes are
 // counted until the large tenant's last delivery, while both had work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -592,7 +594,7 @@ async fn large_and_small_bodies_get_equal_bytes() {
 
     let dispatch = "reclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
                     max_inflight_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
-                    per_tenant = 4096\nmax_inflight = 8192\nper_sink = 256";
+                    per_tenant = 4096\nmax_inflight = 8192\nper_sink = 1024";
     write_config(dir.path(), &config_dispatching(dispatch, "", &sources));
     let d = Daemon::start(dir.path());
     wait_until(

@@ -1,0 +1,164 @@
+//! Deliveries in flight per sink, counted where rows are claimed.
+//!
+//! `dispatch.per_sink` bounds the deliveries in flight to one sink (a
+//! source's sink). It is enforced when the dispatcher claims rows, not when
+//! a delivery starts: a row claimed for a sink at its bound would wait for
+//! a permit while holding a slot of the node's `max_inflight` and of its
+//! tenant, and one slow sink then ends up holding nearly every slot of the
+//! node (issue 19: with four sinks, one answering in 200 ms, every sink was
+//! served at the slow one's pace). Rows of a full sink stay due, and the
+//! dispatcher walks past them to the tenant's other rows.
+//!
+//! Owns: which sink a due row means, and the room each sink has left in a
+//! tick. A due row names its sink by position in its hook's source; when
+//! one source only has that position the position names the sink, and
+//! otherwise the hook's source is read (once per hook and tick, and only
+//! for a row whose position is full for some source or that is claimed).
+//!
+//! Invariant: a tick never hands out more rows of a sink than `per_sink`
+//! minus the rows of it in flight ([`SinkRoom::take`] counts each claim).
+
+use std::collections::HashMap;
+
+use ankusa_store::{queries, DueRow, Store, StoreError};
+
+use super::config::Source;
+
+/// One sink: a source (by its place in the configuration) and a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SinkKey {
+    pub source: u32,
+    pub sink: u16,
+}
+
+/// The configured sinks, by source id and by position.
+#[derive(Debug, Default)]
+pub struct SinkMap {
+    index: HashMap<String, u32>,
+    /// For each sink position, the sources that have it.
+    by_position: Vec<Vec<u32>>,
+}
+
+impl SinkMap {
+    pub fn new(sources: &[Source]) -> Self {
+        SinkMap::of(sources.iter().map(|s| (s.id.as_str(), s.sinks.len())))
+    }
+
+    /// From each source's id and number of sinks, in configuration order.
+    pub fn of<'s>(sources: impl IntoIterator<Item = (&'s str, usize)>) -> Self {
+        let mut m = SinkMap::default();
+        for (i, (id, sinks)) in sources.into_iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            m.index.insert(id.to_owned(), i);
+            for p in 0..sinks {
+                if m.by_position.len() <= p {
+                    m.by_position.resize_with(p + 1, Vec::new);
+                }
+                m.by_position[p].push(i);
+            }
+        }
+        m
+    }
+
+    /// The sink `sink` of source `source`, if it is configured.
+    pub fn key(&self, source: &str, sink: u16) -> Option<SinkKey> {
+        let source = *self.index.get(source)?;
+        self.by_position
+            .get(usize::from(sink))?
+            .contains(&source)
+            .then_some(SinkKey { source, sink })
+    }
+
+    fn sources_at(&self, sink: u16) -> &[u32] {
+        self.by_position
+            .get(usize::from(sink))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The room each sink has left in one tick: `per_sink` minus its rows in
+/// flight minus the rows this tick already took for it.
+#[derive(Debug)]
+pub struct SinkRoom<'a> {
+    map: &'a SinkMap,
+    cap: u32,
+    used: HashMap<SinkKey, u32>,
+    /// Sources of the hooks read this tick (`None`: the hook is gone or
+    /// its source is not configured).
+    sources: HashMap<u64, Option<u32>>,
+}
+
+impl<'a> SinkRoom<'a> {
+    /// `inflight`: rows in flight per sink now.
+    pub fn new(map: &'a SinkMap, cap: u32, inflight: HashMap<SinkKey, u32>) -> Self {
+        SinkRoom {
+            map,
+            cap,
+            used: inflight,
+            sources: HashMap::new(),
+        }
+    }
+
+    /// No sink configured, so no bound (`bench dispatch-tick`).
+    pub fn unbounded(map: &'a SinkMap) -> Self {
+        SinkRoom::new(map, u32::MAX, HashMap::new())
+    }
+
+    /// Whether `k` can take one more row now.
+    pub fn has_room(&self, k: SinkKey) -> bool {
+        self.used.get(&k).copied().unwrap_or(0) < self.cap
+    }
+
+    /// The sink `row` is owed to, if it is configured.
+    pub fn resolve(&mut self, store: &Store, row: &DueRow) -> Result<Option<SinkKey>, StoreError> {
+        let sink = row.sink;
+        let source = match self.map.sources_at(sink) {
+            [] => None,
+            [only] => Some(*only),
+            _ => match self.sources.get(&row.seq) {
+                Some(s) => *s,
+                None => {
+                    let s = queries::hook_source(store, row.seq)?
+                        .and_then(|id| self.map.index.get(&id).copied());
+                    self.sources.insert(row.seq, s);
+                    s
+                }
+            },
+        };
+        Ok(source.map(|source| SinkKey { source, sink }))
+    }
+
+    /// The sink of `row` when it is at its bound (the row must wait), else
+    /// `None`. Reads nothing for a position no source has full.
+    pub fn full(&mut self, store: &Store, row: &DueRow) -> Result<Option<SinkKey>, StoreError> {
+        let any_full = self.map.sources_at(row.sink).iter().any(|&source| {
+            !self.has_room(SinkKey {
+                source,
+                sink: row.sink,
+            })
+        });
+        if !any_full {
+            return Ok(None);
+        }
+        Ok(self.resolve(store, row)?.filter(|k| !self.has_room(*k)))
+    }
+
+    /// Takes one slot of `row`'s sink for a claim: `Ok(None)` when the sink
+    /// is full (the row stays due), else the sink (`Some(None)` for a row
+    /// whose sink is not configured: it is claimed, and its delivery
+    /// records why it cannot be sent).
+    pub fn take(
+        &mut self,
+        store: &Store,
+        row: &DueRow,
+    ) -> Result<Option<Option<SinkKey>>, StoreError> {
+        match self.resolve(store, row)? {
+            None => Ok(Some(None)),
+            Some(k) if self.has_room(k) => {
+                *self.used.entry(k).or_insert(0) += 1;
+                Ok(Some(Some(k)))
+            }
+            Some(_) => Ok(None),
+        }
+    }
+}
