@@ -225,13 +225,17 @@ pub struct ActiveSet {
     full_at: u64,
     /// Where each tenant's run of rows for full sinks ends (see [`Skip`]).
     skip: HashMap<u32, Skip>,
+    /// Per sink, the last tenant whose head was walked again for it: the
+    /// next grants start after it (see [`ActiveSet::grant_heads`]).
+    granted_after: HashMap<SinkKey, u32>,
 }
 
 /// A tenant's head that waits for full sinks: every due row of the tenant
-/// at or before (`at`, `seq`, `sink`) belongs to one of `sinks`. While all
-/// of them stay full, a visit starts after it instead of walking those rows
-/// again; when one has room the head is walked too (both walks at most
-/// `scan_rows` rows, so a visit reads at most twice that). Rows are only
+/// at or before (`at`, `seq`, `sink`) belongs to one of `sinks`. A visit
+/// starts after it instead of walking those rows again, unless one of those
+/// sinks has room and grants the tenant a walk of its head
+/// ([`ActiveSet::grant_heads`]); each walk reads at most `scan_rows` rows,
+/// so a visit reads at most twice that. Rows are only
 /// ever written due at or after the time they are written, so nothing
 /// lands before a skip point except through a clock step back or a row
 /// returned to due with its old time; the skip points are dropped at every
@@ -332,6 +336,43 @@ impl ActiveSet {
             .unwrap_or_default()
     }
 
+    /// The tenants among `active` whose heads are walked again this tick
+    /// because a sink their skip point waits for has room. A sink with room
+    /// `r` grants at most `max(2r, GRANT_MIN)` walks, in turn over its
+    /// waiting tenants (by ordinal, after the last one it granted): walking
+    /// every waiting head whenever a slow sink frees one slot read the whole
+    /// run of each (1,000 tenants x 64 rows a tick) to hand out a few rows.
+    fn grant_heads(
+        &mut self,
+        active: &[queries::ActiveTenant],
+        sinks: &SinkRoom<'_>,
+    ) -> HashSet<u32> {
+        let mut waiting: HashMap<SinkKey, Vec<u32>> = HashMap::new();
+        for a in active {
+            if let Some(k) = self.skip.get(&a.ord) {
+                for s in &k.sinks {
+                    if sinks.room(*s) > 0 {
+                        waiting.entry(*s).or_default().push(a.ord);
+                    }
+                }
+            }
+        }
+        let mut out = HashSet::new();
+        for (sink, mut ords) in waiting {
+            let budget = (2 * sinks.room(sink) as usize).max(GRANT_MIN);
+            let after = self.granted_after.get(&sink).copied();
+            // In turn: the ordinals after the last granted first, then
+            // from the lowest.
+            ords.sort_unstable_by_key(|&o| (after.is_some_and(|a| o <= a), o));
+            ords.truncate(budget);
+            if let Some(&last) = ords.last() {
+                self.granted_after.insert(sink, last);
+            }
+            out.extend(ords);
+        }
+        out
+    }
+
     /// Brings a tenant back for the next tick from `bucket` at the latest:
     /// its cleanup failed, possibly between deleting markers and verifying
     /// them, so the set must not forget it (the next cleanup puts back the
@@ -343,6 +384,10 @@ impl ActiveSet {
         }
     }
 }
+
+/// Head walks a sink with room grants a tick at least (see
+/// [`ActiveSet::grant_heads`]).
+pub const GRANT_MIN: usize = 8;
 
 /// Marker seconds kept per tenant between visits at most. The walk meets a
 /// marker for every second a tenant has rows in, so without a cap the set
@@ -423,11 +468,17 @@ impl HeadWalk<'_, '_> {
         })
     }
 
-    /// Reads the tenant's head: from its skip point when the sinks before
-    /// it are all still full, else from `floor` (and then on past the skip
-    /// point), taking the rows that may go now and extending the run of
+    /// Reads the tenant's head: from its skip point, after walking the
+    /// rows before it again when `open` (a sink they wait for has room and
+    /// granted this tenant a walk), or from `floor` when it has none, taking the rows that may go now and extending the run of
     /// rows that must wait while it is unbroken.
-    fn visit(&mut self, ord: u32, floor: u64, skip: Option<&Skip>) -> Result<Head, StoreError> {
+    fn visit(
+        &mut self,
+        ord: u32,
+        floor: u64,
+        skip: Option<&Skip>,
+        open: bool,
+    ) -> Result<Head, StoreError> {
         let mut head = Head::default();
         let mut used = 0u64;
         let from = match skip {
@@ -441,7 +492,6 @@ impl HeadWalk<'_, '_> {
                 }
             }
             Some(k) => {
-                let open = k.sinks.iter().any(|s| self.sinks.has_room(*s));
                 // Not walked, the rows before the point are taken to be
                 // there still; walked and none met, the point is void.
                 let before = !open
@@ -561,6 +611,7 @@ pub fn plan_tick(
     let mut park = Vec::new();
     let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(active.len());
     let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
+    let granted = set.grant_heads(&active, sinks);
     for a in &active {
         let busy = inflight.get(&a.ord).copied().unwrap_or(0);
         // Up to the ceiling, not the cap: a tenant may borrow slots nobody
@@ -589,7 +640,7 @@ pub fn plan_tick(
                 bad: &mut bad,
                 park: &mut park,
             };
-            walk.visit(a.ord, floor, set.skip.get(&a.ord))?
+            walk.visit(a.ord, floor, set.skip.get(&a.ord), granted.contains(&a.ord))?
         };
         // With room and nothing met, nothing is due now: the tenant leaves
         // the set until a marker brings it back.
@@ -945,11 +996,20 @@ impl Dispatcher {
         // After the claim, so the seconds just emptied are cleaned now. A
         // failed cleanup must not cost the rows this tick already claimed
         // (they are counted inflight and only a delivery brings the count
-        // down), so it is logged and the tenant is visited again.
+        // down), so it is logged and its tenants are visited again.
         let m = &self.metrics.dispatch;
-        for v in &plan.markers {
-            match transitions::cleanup_markers(&self.store, v.ord, &v.seconds, v.floor, now) {
-                Ok(c) => {
+        let visits: Vec<transitions::MarkerVisit<'_>> = plan
+            .markers
+            .iter()
+            .map(|v| transitions::MarkerVisit {
+                ord: v.ord,
+                scanned: &v.seconds,
+                floor: v.floor,
+            })
+            .collect();
+        match transitions::cleanup_markers_of(&self.store, &visits, now) {
+            Ok(done) => {
+                for (v, c) in plan.markers.iter().zip(done) {
                     m.markers_deleted
                         .fetch_add(c.deleted.len() as u64, Ordering::Relaxed);
                     m.markers_restored
@@ -959,14 +1019,16 @@ impl Dispatcher {
                         tracing::warn!(ord = v.ord, second = b, "put back a missing marker");
                     }
                 }
-                Err(e) => {
-                    m.cleanup_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(ord = v.ord, error = %e, "marker cleanup failed; the tenant is visited again");
+            }
+            Err(e) => {
+                m.cleanup_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "marker cleanup failed; its tenants are visited again");
+                let mut state = self
+                    .sched
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                for v in &plan.markers {
                     let back = v.seconds.iter().copied().fold(v.floor / 1000, u64::min);
-                    let mut state = self
-                        .sched
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     state.1.revisit(v.ord, back);
                 }
             }
@@ -1234,6 +1296,40 @@ mod tests {
         assert_eq!(got.iter().filter(|c| c.2 == 1).count(), 40, "{got:?}");
     }
 
+    /// A sink with room grants head walks in turn over the tenants waiting
+    /// for it, a bounded number a tick, never the same ones every tick.
+    #[test]
+    fn a_sink_with_room_grants_head_walks_in_turn() {
+        let map = SinkMap::of([("s", 2)]);
+        let mut set = ActiveSet::default();
+        let active: Vec<queries::ActiveTenant> = (1..=20u32)
+            .map(|ord| queries::ActiveTenant { ord, bucket: 1 })
+            .collect();
+        for a in &active {
+            set.skip.insert(
+                a.ord,
+                Skip {
+                    at: 1,
+                    seq: 1,
+                    sink: 0,
+                    sinks: vec![SINK0],
+                },
+            );
+        }
+        let room = SinkRoom::new(&map, 64, [(SINK0, 63)].into_iter().collect());
+        let mut tick = || {
+            let mut g: Vec<u32> = set.grant_heads(&active, &room).into_iter().collect();
+            g.sort_unstable();
+            g
+        };
+        assert_eq!(tick(), (1..=8).collect::<Vec<_>>());
+        assert_eq!(tick(), (9..=16).collect::<Vec<_>>());
+        assert_eq!(tick(), vec![1, 2, 3, 4, 17, 18, 19, 20]);
+        // A full sink grants nothing.
+        let full = SinkRoom::new(&map, 64, [(SINK0, 64)].into_iter().collect());
+        assert!(set.grant_heads(&active, &full).is_empty());
+    }
+
     fn ords(set: &ActiveSet) -> Vec<u32> {
         set.pick(100, &Paused::default())
             .iter()
@@ -1340,7 +1436,7 @@ mod tests {
         let (_, rows) = d.claim().unwrap();
         assert_eq!(rows.len(), 1, "the claimed row is delivered");
         assert_eq!(d.inflight.total(), 1);
-        assert_eq!(metrics.dispatch.cleanup_errors.load(Ordering::Relaxed), 2);
+        assert_eq!(metrics.dispatch.cleanup_errors.load(Ordering::Relaxed), 1);
         let state = d.sched.lock().unwrap();
         assert_eq!(
             ords(&state.1),

@@ -633,7 +633,7 @@ impl DispatchMetrics {
             ),
             (
                 "ankusa_dispatch_cleanup_errors_total",
-                "Marker cleanups that failed after a claim (claimed rows are still delivered).",
+                "Ticks whose marker cleanup failed after the claim (claimed rows are still delivered).",
                 r(&self.cleanup_errors),
             ),
             (

@@ -106,7 +106,13 @@ impl<'a> SinkRoom<'a> {
 
     /// Whether `k` can take one more row now.
     pub fn has_room(&self, k: SinkKey) -> bool {
-        self.used.get(&k).copied().unwrap_or(0) < self.cap
+        self.room(k) > 0
+    }
+
+    /// Rows `k` can take now.
+    pub fn room(&self, k: SinkKey) -> u32 {
+        self.cap
+            .saturating_sub(self.used.get(&k).copied().unwrap_or(0))
     }
 
     /// The sink `row` is owed to, if it is configured.
