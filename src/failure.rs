@@ -108,6 +108,7 @@ fn kind_of(e: &(dyn StdError + 'static)) -> Option<Exit> {
                 Some(Exit::Unavailable)
             }
             OpsError::Store(e) => store_kind(e),
+            OpsError::Unavailable(_) => Some(Exit::Unavailable),
             OpsError::Internal(_) => None,
         };
     }
