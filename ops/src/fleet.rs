@@ -35,7 +35,7 @@ use ankusa_store::{Counters, Totals};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, Transport};
-use crate::model::{DlqEntry, NodeState, Stats, TenantsPage};
+use crate::model::{DlqEntry, NodeState, Stats, TenantDetail, TenantsPage};
 use crate::operator::Operator;
 
 /// How long one node may take to answer when the file says nothing.
@@ -539,6 +539,38 @@ pub fn dlq(fleet: &Fleet, tenant: Option<String>, order: DlqOrder, limit: usize)
     }
     out.entries.truncate(limit);
     out
+}
+
+/// A tenant as one node holds it: its detail and the first page of its
+/// dead rows there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantOnNode {
+    pub detail: TenantDetail,
+    pub dlq: Vec<DlqEntry>,
+    /// More dead rows there than listed.
+    pub more: bool,
+}
+
+/// Asks the nodes named in `nodes` (those that hold rows of `tenant`: its
+/// owner, and after a move the node it left) for the tenant, with its
+/// first `dlq_limit` dead rows, newest first.
+pub fn tenant(
+    fleet: &Fleet,
+    tenant: &str,
+    nodes: &[String],
+    dlq_limit: usize,
+) -> Vec<Answer<TenantOnNode>> {
+    let mut some = fleet.clone();
+    some.nodes.retain(|n| nodes.contains(&n.name));
+    let tenant = tenant.to_owned();
+    ask_all(&some, move |op| {
+        let page = op.dlq(Some(&tenant), DlqOrder::NewestFirst, None, dlq_limit, None)?;
+        Ok(TenantOnNode {
+            detail: op.tenant(&tenant)?,
+            more: page.next.is_some(),
+            dlq: page.entries,
+        })
+    })
 }
 
 /// What the console knows of one node.

@@ -77,7 +77,7 @@ pub struct TenantsPage {
 }
 
 /// `GET /v1/admin/tenants/{tenant}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantDetail {
     pub tenant: String,
     pub ord: u32,
@@ -98,7 +98,7 @@ pub struct TenantDetail {
 }
 
 /// One DLQ row with its tenant's id.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DlqEntry {
     pub tenant: String,
     #[serde(flatten)]

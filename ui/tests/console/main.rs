@@ -7,6 +7,7 @@
 #[macro_use]
 mod common;
 mod chrome;
+mod drain;
 mod flows;
 mod migration;
 mod rates;
