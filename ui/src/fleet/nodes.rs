@@ -1,5 +1,6 @@
 //! The nodes screen: one row per node of the fleet file, in its order:
-//! whether it answers (or, unreachable, the age of its last-known figures),
+//! whether it answers (unreachable: its last-known figures stay on the row,
+//! and the line under the table says how old they are and why),
 //! whether it drains, its backlog, oldest due, rates, dead rows, tenants,
 //! store format and version; under them why each unreachable node is, and
 //! the fleet's totals. `D` drains the selected node, `U` undrains it.
@@ -18,9 +19,9 @@ use crate::theme::{block, Theme};
 fn row(cells: [&str; 11]) -> String {
     let [name, state, drain, backlog, oldest, acc, dlv, dead, tenants, fmt, version] = cells;
     format!(
-        " {:<10} {:<16} {:<5} {:>8} {:>7} {:>7} {:>7} {:>6} {:>7} {:>3} {}",
-        cut(name, 10),
-        cut(state, 16),
+        " {:<8} {:<11} {:<5} {:>7} {:>6} {:>6} {:>6} {:>5} {:>5} {:>1} {}",
+        cut(name, 8),
+        cut(state, 11),
         drain,
         backlog,
         oldest,
@@ -36,8 +37,8 @@ fn row(cells: [&str; 11]) -> String {
 pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     let mut lines = vec![Line::from(Span::styled(
         row([
-            "node", "state", "drain", "backlog", "oldest", "acc/s", "dlv/s", "dead", "tenants",
-            "fmt", "version",
+            "node", "state", "drain", "backlog", "oldest", "acc/s", "dlv/s", "dead", "tnts", "f",
+            "version",
         ]),
         theme.title(),
     ))];
@@ -45,10 +46,7 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
         let state = match st {
             NodeStatus::Unknown => "asking…".to_owned(),
             NodeStatus::Up { .. } => "up".to_owned(),
-            NodeStatus::Unreachable {
-                last_known: Some((_, at)),
-                ..
-            } => format!("UNREACHABLE {}", age(app.now.saturating_sub(*at))),
+            // Its last answer's age is on the line under the table.
             NodeStatus::Unreachable { .. } => "UNREACHABLE".to_owned(),
         };
         let figures = FleetView::figures(st).map(|(f, _)| f);
@@ -84,15 +82,15 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     let width = usize::from(area.width.saturating_sub(4));
     for (name, endpoint, st) in &app.view.nodes {
         if let NodeStatus::Unreachable { error, last_known } = st {
-            let figures = match last_known {
+            let since = match last_known {
                 Some((_, at)) => format!(
-                    "figures above are {} old",
+                    "figures {} old (its last answer)",
                     age(app.now.saturating_sub(*at))
                 ),
-                None => "it has not answered since the console opened".to_owned(),
+                None => "no answer since the console opened".to_owned(),
             };
             lines.push(Line::from(Span::styled(
-                cut(&format!(" {name} ({endpoint}): {error}; {figures}"), width),
+                cut(&format!(" {name}: {since}; {error} ({endpoint})"), width),
                 theme.error(),
             )));
         }

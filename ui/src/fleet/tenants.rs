@@ -16,9 +16,9 @@ use crate::theme::{block, Theme};
 fn row(node: &str, tenant: &str, c: [String; 5]) -> String {
     let [pending, scheduled, inflight, dead, size] = c;
     format!(
-        " {:<10} {:<18} {:>9} {:>9} {:>8} {:>7} {:>7}",
-        cut(node, 10),
-        cut(tenant, 18),
+        " {:<8} {:<16} {:>8} {:>7} {:>8} {:>6} {:>7}",
+        cut(node, 8),
+        cut(tenant, 16),
         pending,
         scheduled,
         inflight,
@@ -31,7 +31,7 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     let header = row(
         "node",
         "tenant",
-        ["pending", "scheduled", "inflight", "dead", "bytes"].map(String::from),
+        ["pending", "sched", "inflight", "dead", "bytes"].map(String::from),
     );
     let mut lines = vec![Line::from(Span::styled(header, theme.title()))];
     let rows = app.view.tenant_rows();
@@ -83,14 +83,14 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     let (t, up) = app.view.totals();
     lines.push(Line::from(vec![
         Span::styled(
-            cut(
-                &format!(" totals, {up} of {} nodes", app.view.nodes.len()),
-                29,
+            format!(
+                "{:<26}",
+                cut(&format!(" totals, {up} of {} nodes", app.view.nodes.len()), 26)
             ),
             theme.label(),
         ),
         Span::raw(format!(
-            "{:>10} {:>9} {:>8} {:>7} {:>7}",
+            " {:>8} {:>7} {:>8} {:>6} {:>7}",
             num(t.pending),
             num(t.scheduled),
             num(t.inflight),
@@ -100,8 +100,8 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     ]));
     let stale = rows.iter().any(|(_, current, ..)| !current);
     let title = format!(
-        " Tenants across the fleet (largest backlog first, each node's top {TENANTS_PER_NODE}{}) ",
-        if stale { "; ? = last known" } else { "" }
+        " Tenants, all nodes (by backlog, top {TENANTS_PER_NODE} per node{}) ",
+        if stale { "; ? last known" } else { "" }
     );
     f.render_widget(Paragraph::new(lines).block(block(title, theme)), area);
 }

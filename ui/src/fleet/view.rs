@@ -53,7 +53,7 @@ fn header_line(app: &FleetApp, theme: &Theme) -> Line<'static> {
         .filter(|(.., s)| matches!(s, NodeStatus::Up { .. }))
         .count();
     let fresh = app.surveyed_at.map_or("asking every node…".to_owned(), |at| {
-        format!("surveyed {} ago", age(app.now.saturating_sub(at)))
+        format!("data {} old", age(app.now.saturating_sub(at)))
     });
     let path = app.path.display().to_string();
     let sep = || Span::raw(" │ ");
@@ -61,9 +61,9 @@ fn header_line(app: &FleetApp, theme: &Theme) -> Line<'static> {
         Span::styled(" ankusa ", theme.title()),
         Span::styled("FLEET", theme.ok()),
         sep(),
-        Span::raw(cut_left(&path, 28)),
+        Span::raw(cut_left(&path, 20)),
         sep(),
-        Span::raw(format!("{n} nodes: {up} up")),
+        Span::raw(format!("{up}/{n} up")),
     ];
     if down > 0 {
         spans.push(Span::styled(format!(", {down} unreachable"), theme.error()));

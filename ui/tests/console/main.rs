@@ -8,6 +8,7 @@
 mod common;
 mod chrome;
 mod drain;
+mod fleet;
 mod flows;
 mod migration;
 mod rates;
