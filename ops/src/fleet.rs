@@ -184,9 +184,8 @@ impl Fleet {
                 (Some(t), None) => Some(t),
                 (None, Some(f)) => {
                     let file = base.join(f);
-                    let t = std::fs::read_to_string(&file).map_err(|e| {
-                        node_err(format!("token_file {}: {e}", file.display()))
-                    })?;
+                    let t = std::fs::read_to_string(&file)
+                        .map_err(|e| node_err(format!("token_file {}: {e}", file.display())))?;
                     Some(t.trim_end_matches(['\n', '\r']).to_owned())
                 }
                 (None, None) => None,
@@ -525,7 +524,8 @@ pub fn dlq(fleet: &Fleet, tenant: Option<String>, order: DlqOrder, limit: usize)
             }
             Err(e) => {
                 out.unreachable.push(a.node.clone());
-                out.nodes.push(NodeLine::unreachable(&a.node, &a.endpoint, &e));
+                out.nodes
+                    .push(NodeLine::unreachable(&a.node, &a.endpoint, &e));
             }
         }
     }
@@ -621,8 +621,7 @@ impl FleetView {
     /// is up with them, one that did not keeps its last-known figures.
     pub fn apply(&mut self, answers: Vec<Answer<NodeFigures>>, now: u64) {
         for a in answers {
-            let Some((_, endpoint, st)) = self.nodes.iter_mut().find(|(n, ..)| *n == a.node)
-            else {
+            let Some((_, endpoint, st)) = self.nodes.iter_mut().find(|(n, ..)| *n == a.node) else {
                 continue;
             };
             *endpoint = a.endpoint;
@@ -735,7 +734,11 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Fleet, FleetError> {
-        Fleet::parse(Path::new("/etc/ankusa/fleet.toml"), text, Path::new("/etc/ankusa"))
+        Fleet::parse(
+            Path::new("/etc/ankusa/fleet.toml"),
+            text,
+            Path::new("/etc/ankusa"),
+        )
     }
 
     #[test]
@@ -770,7 +773,9 @@ token = "0123456789abcdef"
         );
         assert_eq!(f.nodes[2].token.as_deref(), Some("0123456789abcdef"));
         assert_eq!(
-            parse("[[nodes]]\nname=\"a\"\nsocket=\"s\"\n").unwrap().timeout,
+            parse("[[nodes]]\nname=\"a\"\nsocket=\"s\"\n")
+                .unwrap()
+                .timeout,
             DEFAULT_TIMEOUT
         );
         assert!(!format!("{:?}", f.nodes[2]).contains("0123456789abcdef"));
@@ -795,8 +800,14 @@ token = "0123456789abcdef"
     #[test]
     fn mistakes_are_refused_naming_the_file_the_node_and_the_field() {
         let cases: &[(&str, &[&str])] = &[
-            ("[[nodes]]\nname=\"a\"\nsocket=\"s\"\nport=1\n", &["fleet.toml", "unknown field", "port"]),
-            ("colour = 1\n[[nodes]]\nname=\"a\"\nsocket=\"s\"\n", &["unknown field", "colour"]),
+            (
+                "[[nodes]]\nname=\"a\"\nsocket=\"s\"\nport=1\n",
+                &["fleet.toml", "unknown field", "port"],
+            ),
+            (
+                "colour = 1\n[[nodes]]\nname=\"a\"\nsocket=\"s\"\n",
+                &["unknown field", "colour"],
+            ),
             (
                 "[[nodes]]\nname=\"a\"\nsocket=\"s\"\n[[nodes]]\nname=\"a\"\nsocket=\"t\"\n",
                 &["node \"a\"", "two nodes have this name"],
@@ -810,13 +821,28 @@ token = "0123456789abcdef"
                 "[[nodes]]\nname=\"a\"\nurl=\"https://h:1\"\ntoken=\"t\"\n",
                 &["node \"a\"", "TLS is not supported yet"],
             ),
-            ("[[nodes]]\nname=\"a\"\nurl=\"http://h:1\"\n", &["requires a token"]),
-            ("[[nodes]]\nname=\"a\"\nurl=\"http://h\"\ntoken=\"t\"\n", &["HOST:PORT"]),
-            ("[[nodes]]\nname=\"a\"\nurl=\"http://h:1/x\"\ntoken=\"t\"\n", &["no path"]),
+            (
+                "[[nodes]]\nname=\"a\"\nurl=\"http://h:1\"\n",
+                &["requires a token"],
+            ),
+            (
+                "[[nodes]]\nname=\"a\"\nurl=\"http://h\"\ntoken=\"t\"\n",
+                &["HOST:PORT"],
+            ),
+            (
+                "[[nodes]]\nname=\"a\"\nurl=\"http://h:1/x\"\ntoken=\"t\"\n",
+                &["no path"],
+            ),
             ("[[nodes]]\nname=\"a b\"\nsocket=\"s\"\n", &["name:"]),
             ("nodes = []\n", &["no [[nodes]]"]),
-            ("timeout = \"soon\"\n[[nodes]]\nname=\"a\"\nsocket=\"s\"\n", &["timeout"]),
-            ("timeout = \"0s\"\n[[nodes]]\nname=\"a\"\nsocket=\"s\"\n", &["timeout"]),
+            (
+                "timeout = \"soon\"\n[[nodes]]\nname=\"a\"\nsocket=\"s\"\n",
+                &["timeout"],
+            ),
+            (
+                "timeout = \"0s\"\n[[nodes]]\nname=\"a\"\nsocket=\"s\"\n",
+                &["timeout"],
+            ),
             (
                 "[[nodes]]\nname=\"a\"\nsocket=\"s\"\ntoken=\"t\"\ntoken_file=\"f\"\n",
                 &["token or token_file"],
@@ -962,13 +988,21 @@ token = "0123456789abcdef"
         assert_eq!(v.totals().0.pending, 7);
         let rows = v.tenant_rows();
         assert_eq!(
-            rows.iter().map(|(n, cur, t, _)| (*n, *cur, t.counters.pending)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|(n, cur, t, _)| (*n, *cur, t.counters.pending))
+                .collect::<Vec<_>>(),
             vec![("eu-1", true, 7), ("eu-2", false, 1)]
         );
         assert_eq!(v.holders("a"), vec!["eu-1".to_owned(), "eu-2".to_owned()]);
         // Still down at the next survey: the same last-known figures.
         v.apply(vec![answer("eu-2", Err("still down".into()))], 5_000);
-        assert!(matches!(&v.nodes[1].2, NodeStatus::Unreachable { last_known: Some((_, 1_000)), .. }));
+        assert!(matches!(
+            &v.nodes[1].2,
+            NodeStatus::Unreachable {
+                last_known: Some((_, 1_000)),
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -992,8 +1026,14 @@ token = "0123456789abcdef"
             .iter()
             .map(|a| a.result.as_ref().err().cloned().unwrap_or_default())
             .collect();
-        assert!(errs[0].contains("did not answer within") || errs[0].contains("no answer within"), "{errs:?}");
+        assert!(
+            errs[0].contains("did not answer within") || errs[0].contains("no answer within"),
+            "{errs:?}"
+        );
         assert!(errs[1].contains("cannot connect"), "{errs:?}");
-        assert!(answers[1].took < Duration::from_millis(250), "a refused connection is quick");
+        assert!(
+            answers[1].took < Duration::from_millis(250),
+            "a refused connection is quick"
+        );
     }
 }

@@ -96,10 +96,7 @@ pub fn dlq(
                     e.entry.row.hook_id.clone(),
                     e.entry.tenant.clone(),
                     e.entry.row.sink.to_string(),
-                    format!(
-                        "{} ago",
-                        output::age(now.saturating_sub(e.entry.row.at))
-                    ),
+                    format!("{} ago", output::age(now.saturating_sub(e.entry.row.at))),
                     e.entry.row.source_id.clone(),
                 ]
             })

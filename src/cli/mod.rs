@@ -62,7 +62,12 @@ pub enum Command {
     /// store read-only (READ-ONLY), or with --write and no daemon (WRITE).
     Console {
         /// Store directory (never created by the console).
-        #[arg(long, env = "ANKUSA_STORE", value_name = "DIR", required_unless_present = "fleet")]
+        #[arg(
+            long,
+            env = "ANKUSA_STORE",
+            value_name = "DIR",
+            required_unless_present = "fleet"
+        )]
         store: Option<PathBuf>,
         /// One console over every node of this fleet file, through their
         /// admin APIs (docs/fleet.md), instead of one store.
@@ -250,7 +255,12 @@ pub enum TenantsCommand {
     /// --fleet, every node's, with a node column and the fleet's totals.
     List {
         /// Store directory.
-        #[arg(long, env = "ANKUSA_STORE", value_name = "DIR", required_unless_present = "fleet")]
+        #[arg(
+            long,
+            env = "ANKUSA_STORE",
+            value_name = "DIR",
+            required_unless_present = "fleet"
+        )]
         store: Option<PathBuf>,
         /// Every node of this fleet file instead of one store
         /// (docs/fleet.md); exit 4 when a node does not answer.
@@ -447,7 +457,12 @@ pub enum DlqCommand {
     /// every node's, merged, with a node column.
     List {
         /// Store directory.
-        #[arg(long, env = "ANKUSA_STORE", value_name = "DIR", required_unless_present = "fleet")]
+        #[arg(
+            long,
+            env = "ANKUSA_STORE",
+            value_name = "DIR",
+            required_unless_present = "fleet"
+        )]
         store: Option<PathBuf>,
         /// Every node of this fleet file instead of one store
         /// (docs/fleet.md); exit 4 when a node does not answer.
@@ -684,7 +699,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let Some(store) = store else {
-                return Err(crate::failure::usage("give --store DIR or --fleet FLEET.toml"));
+                return Err(crate::failure::usage(
+                    "give --store DIR or --fleet FLEET.toml",
+                ));
             };
             let opts = ankusa_ui::ConsoleOptions {
                 store,

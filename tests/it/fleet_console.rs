@@ -73,7 +73,13 @@ async fn post(d: &Daemon, tenant: &str, n: usize) {
 
 /// The node counters `ankusa store info --json` prints for a store.
 fn info_counters(store: &Path) -> serde_json::Value {
-    let o = ankusa(&["store", "info", "--store", &store.to_string_lossy(), "--json"]);
+    let o = ankusa(&[
+        "store",
+        "info",
+        "--store",
+        &store.to_string_lossy(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     json(&o)["node"].clone()
 }
@@ -137,8 +143,16 @@ async fn fleet_commands_merge_the_live_nodes_and_name_the_hung_one() {
     let o = ankusa(&["tenants", "list", "--fleet", &n.fleet, "--json"]);
     let took = t0.elapsed();
     eprintln!("tenants list --fleet with a hung node took {took:?}");
-    assert_eq!(o.status.code(), Some(4), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(took < Duration::from_secs(4), "bounded by the 1s timeout: {took:?}");
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "bounded by the 1s timeout: {took:?}"
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.contains("node hung (") && stderr.contains("is unreachable"),
@@ -150,7 +164,10 @@ async fn fleet_commands_merge_the_live_nodes_and_name_the_hung_one() {
     assert_eq!(
         nodes
             .iter()
-            .map(|n| (n["name"].as_str().unwrap(), n["reachable"].as_bool().unwrap()))
+            .map(|n| (
+                n["name"].as_str().unwrap(),
+                n["reachable"].as_bool().unwrap()
+            ))
             .collect::<Vec<_>>(),
         vec![("eu-1", true), ("eu-2", true), ("hung", false)]
     );
@@ -180,7 +197,14 @@ async fn fleet_commands_merge_the_live_nodes_and_name_the_hung_one() {
     // The fleet totals are each node's own figures summed, as `store info`
     // prints them on each node.
     let (a, b) = (info_counters(&n.eu1.store), info_counters(&n.eu2.store));
-    for f in ["pending", "scheduled", "inflight", "dead", "bytes", "archive_pending"] {
+    for f in [
+        "pending",
+        "scheduled",
+        "inflight",
+        "dead",
+        "bytes",
+        "archive_pending",
+    ] {
         assert_eq!(
             v["totals"][f].as_i64().unwrap(),
             a[f].as_i64().unwrap() + b[f].as_i64().unwrap(),
@@ -191,11 +215,22 @@ async fn fleet_commands_merge_the_live_nodes_and_name_the_hung_one() {
 
     // The text form: a node column and the totals line.
     let o = ankusa(&["tenants", "list", "--fleet", &n.live, "--sort", "pending"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let text = String::from_utf8_lossy(&o.stdout);
     let first = text.lines().nth(1).unwrap_or("");
-    assert!(first.starts_with("eu-1") && first.contains("acme"), "{text}");
-    assert!(text.contains("fleet totals (2 of 2 nodes): pending 14"), "{text}");
+    assert!(
+        first.starts_with("eu-1") && first.contains("acme"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fleet totals (2 of 2 nodes): pending 14"),
+        "{text}"
+    );
 
     let o = ankusa(&["dlq", "list", "--fleet", &n.fleet, "--json"]);
     assert_eq!(o.status.code(), Some(4));
@@ -203,7 +238,12 @@ async fn fleet_commands_merge_the_live_nodes_and_name_the_hung_one() {
     assert_eq!(v["unreachable"], serde_json::json!(["hung"]));
     assert_eq!(v["entries"], serde_json::json!([]));
     let o = ankusa(&["dlq", "list", "--fleet", &n.live]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // A fleet file that names TLS is refused before anything is asked.
     let bad = Path::new(&n.live).with_file_name("tls.toml");
@@ -247,13 +287,17 @@ async fn the_fleet_console_with_one_node_down() {
             "{line} is up:\n{s}"
         );
     }
-    assert!(s.contains("hung: no answer since the console opened"), "{s}");
+    assert!(
+        s.contains("hung: no answer since the console opened"),
+        "{s}"
+    );
 
     c.send("2");
     c.wait_for(&["initech", "globex", "totals, 2 of 3 nodes"]);
     let s = c.screen();
     assert!(
-        s.lines().any(|l| l.contains("eu-2") && l.contains("initech")),
+        s.lines()
+            .any(|l| l.contains("eu-2") && l.contains("initech")),
         "{s}"
     );
 

@@ -167,7 +167,9 @@ pub fn act_on<S: Deref<Target = Store>>(
         }
         Ask::Drain(on) => {
             let n = op.drain(on)?;
-            let who = n.node.map_or("the node".to_owned(), |id| format!("node {id}"));
+            let who = n
+                .node
+                .map_or("the node".to_owned(), |id| format!("node {id}"));
             return Ok(noted(if on {
                 format!(
                     "{who} drains: /healthz answers 503; {} row(s) still owed.",
@@ -207,7 +209,10 @@ pub fn act_on<S: Deref<Target = Store>>(
 
 /// What an action scope asks the operator for.
 enum Ask {
-    Purge { tenant: String, kinds: Kinds },
+    Purge {
+        tenant: String,
+        kinds: Kinds,
+    },
     Replay(ReplayRequest),
     Pause(PauseRequest),
     Resume(PauseRequest),

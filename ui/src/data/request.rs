@@ -357,7 +357,10 @@ pub enum ActionScope {
     Resume(PauseTarget),
     /// Start (`on`) or end a drain of a node: `node` names it in a fleet,
     /// none is the node this console follows.
-    Drain { on: bool, node: Option<String> },
+    Drain {
+        on: bool,
+        node: Option<String>,
+    },
 }
 
 impl ActionScope {

@@ -51,7 +51,10 @@ pub enum FleetScreen {
     Tenants,
     /// A tenant, as every node holding rows of it has it; actions go to
     /// `node`, the node of the row it was opened from.
-    Tenant { name: String, node: String },
+    Tenant {
+        name: String,
+        node: String,
+    },
 }
 
 /// What the fleet console asks its workers.
@@ -400,13 +403,19 @@ impl FleetApp {
             return Vec::new();
         };
         let NodeStatus::Up { figures, .. } = &st else {
-            self.status = format!("node {} is not answering: nothing to send it", quoted(&name, 40));
+            self.status = format!(
+                "node {} is not answering: nothing to send it",
+                quoted(&name, 40)
+            );
             return Vec::new();
         };
         let draining = figures.state.draining.is_some();
         if draining == on {
             self.status = if on {
-                format!("node {} is already draining (U undrains)", quoted(&name, 40))
+                format!(
+                    "node {} is already draining (U undrains)",
+                    quoted(&name, 40)
+                )
             } else {
                 format!("node {} is not draining", quoted(&name, 40))
             };
@@ -478,7 +487,8 @@ impl FleetApp {
     }
 
     fn open_guard(&mut self, node: String, scope: ActionScope) -> Vec<FleetEffect> {
-        self.overlays.push(Overlay::Guard(Guard::new(scope.clone())));
+        self.overlays
+            .push(Overlay::Guard(Guard::new(scope.clone())));
         self.guard_node = Some(node.clone());
         if scope.counts() {
             vec![FleetEffect::Fetch(FleetRequest::DryRun { node, scope })]

@@ -55,7 +55,13 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
         let text = row([
             name,
             &state,
-            figures.map_or("-", |f| if f.state.draining.is_some() { "yes" } else { "no" }),
+            figures.map_or("-", |f| {
+                if f.state.draining.is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }
+            }),
             &figures.map_or_else(dash, |f| num(f.stats.node.queued())),
             &figures
                 .and_then(|f| f.stats.oldest_due_age_ms)

@@ -79,7 +79,9 @@ pub fn draw(f: &mut Frame, app: &FleetApp, name: &str, node: &str, theme: &Theme
             )));
         }
         if on.more {
-            lines.push(Line::from("   … more dead rows on this node (ankusa dlq list)"));
+            lines.push(Line::from(
+                "   … more dead rows on this node (ankusa dlq list)",
+            ));
         }
     }
     f.render_widget(

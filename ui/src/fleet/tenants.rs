@@ -36,11 +36,7 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     let mut lines = vec![Line::from(Span::styled(header, theme.title()))];
     let rows = app.view.tenant_rows();
     let shown = app.list_rows();
-    for (i, (node, current, t, paused)) in rows
-        .iter()
-        .enumerate()
-        .skip(app.tenant_top)
-        .take(shown)
+    for (i, (node, current, t, paused)) in rows.iter().enumerate().skip(app.tenant_top).take(shown)
     {
         let c = &t.counters;
         let node = if *current {
@@ -85,7 +81,10 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
         Span::styled(
             format!(
                 "{:<26}",
-                cut(&format!(" totals, {up} of {} nodes", app.view.nodes.len()), 26)
+                cut(
+                    &format!(" totals, {up} of {} nodes", app.view.nodes.len()),
+                    26
+                )
             ),
             theme.label(),
         ),

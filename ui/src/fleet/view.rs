@@ -52,9 +52,11 @@ fn header_line(app: &FleetApp, theme: &Theme) -> Line<'static> {
         .iter()
         .filter(|(.., s)| matches!(s, NodeStatus::Up { .. }))
         .count();
-    let fresh = app.surveyed_at.map_or("asking every node…".to_owned(), |at| {
-        format!("data {} old", age(app.now.saturating_sub(at)))
-    });
+    let fresh = app
+        .surveyed_at
+        .map_or("asking every node…".to_owned(), |at| {
+            format!("data {} old", age(app.now.saturating_sub(at)))
+        });
     let path = app.path.display().to_string();
     let sep = || Span::raw(" │ ");
     let mut spans = vec![
@@ -100,6 +102,8 @@ fn footer_line(app: &FleetApp) -> Line<'static> {
     Line::from(match app.screen() {
         FleetScreen::Nodes => " q quit  j/k move  Enter tenants  r refresh  D drain  U undrain",
         FleetScreen::Tenants => " q quit  j/k move  Enter open  r refresh  H pause  U resume",
-        FleetScreen::Tenant { .. } => " q back  r refresh  A replay its dead rows  H pause  U resume",
+        FleetScreen::Tenant { .. } => {
+            " q back  r refresh  A replay its dead rows  H pause  U resume"
+        }
     })
 }

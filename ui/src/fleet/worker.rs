@@ -56,7 +56,8 @@ pub fn answer(fleet: &Fleet, req: FleetRequest, tx: &mpsc::Sender<FleetEvent>) -
             name,
         },
         FleetRequest::DryRun { node, scope } => {
-            let r = on_node(fleet, &node).and_then(|op| count_on(&op, &scope).map_err(|e| e.to_string()));
+            let r = on_node(fleet, &node)
+                .and_then(|op| count_on(&op, &scope).map_err(|e| e.to_string()));
             FleetReply::DryRun(scope, r)
         }
         FleetRequest::Execute { node, scope } => {
@@ -68,7 +69,9 @@ pub fn answer(fleet: &Fleet, req: FleetRequest, tx: &mpsc::Sender<FleetEvent>) -
             });
             match &r {
                 Ok(_) => tracing::info!(target: "console", "node {node}: {}", scope.describe()),
-                Err(e) => tracing::warn!(target: "console", "node {node}: {}: {e}", scope.describe()),
+                Err(e) => {
+                    tracing::warn!(target: "console", "node {node}: {}: {e}", scope.describe())
+                }
             }
             FleetReply::Done(r)
         }

@@ -58,7 +58,10 @@ fn drain_and_undrain_go_through_the_guard_and_are_audited() {
     // A wrong word runs nothing.
     type_keys(&mut app, &mut src, "drian\n");
     assert!(app.status.contains("\"drain\""), "{}", app.status);
-    assert!(matches!(guard(&app).map(|g| &g.stage), Some(Stage::Confirm { .. })));
+    assert!(matches!(
+        guard(&app).map(|g| &g.stage),
+        Some(Stage::Confirm { .. })
+    ));
     for _ in 0.."drian".len() {
         let e = app.update(code(KeyCode::Backspace));
         pump(&mut app, &mut src, e);

@@ -115,22 +115,52 @@ fn app(w: u16, h: u16) -> FleetApp {
     let mut app = FleetApp::new(&f, 2_000, NOW - 3_000, w, h);
     let e = app.update(FleetMsg::Tick(NOW - 3_000));
     assert_eq!(e, vec![FleetEffect::Fetch(FleetRequest::Survey)]);
-    // No second survey while the first is outstanding.
-    assert!(app.update(FleetMsg::Tick(NOW - 2_999)).is_empty());
-    app.update(FleetMsg::Tick(NOW - 3_000));
     app.update(FleetMsg::Reply(FleetReply::Survey(vec![
-        answer("eu-1", Ok(figures("eu-1", true, 1_000, &[("acme", 120, 3), ("globex", 40, 0)]))),
-        answer("eu-2", Ok(figures("eu-2", false, 500, &[("initech", 300, 9)]))),
-        answer("us-1", Ok(figures("us-1", false, 10, &[("umbrella", 7, 1), ("acme", 2, 0)]))),
+        answer(
+            "eu-1",
+            Ok(figures(
+                "eu-1",
+                true,
+                1_000,
+                &[("acme", 120, 3), ("globex", 40, 0)],
+            )),
+        ),
+        answer(
+            "eu-2",
+            Ok(figures("eu-2", false, 500, &[("initech", 300, 9)])),
+        ),
+        answer(
+            "us-1",
+            Ok(figures(
+                "us-1",
+                false,
+                10,
+                &[("umbrella", 7, 1), ("acme", 2, 0)],
+            )),
+        ),
     ])));
     let e = app.update(FleetMsg::Tick(NOW - 1_000));
     assert_eq!(e, vec![FleetEffect::Fetch(FleetRequest::Survey)]);
     app.update(FleetMsg::Reply(FleetReply::Survey(vec![
-        answer("eu-1", Ok(figures("eu-1", true, 1_040, &[("acme", 118, 3), ("globex", 40, 0)]))),
-        answer("eu-2", Ok(figures("eu-2", false, 530, &[("initech", 310, 9)]))),
+        answer(
+            "eu-1",
+            Ok(figures(
+                "eu-1",
+                true,
+                1_040,
+                &[("acme", 118, 3), ("globex", 40, 0)],
+            )),
+        ),
+        answer(
+            "eu-2",
+            Ok(figures("eu-2", false, 530, &[("initech", 310, 9)])),
+        ),
         answer("us-1", Err("no answer within 2s".into())),
     ])));
-    assert!(app.update(FleetMsg::Tick(NOW)).is_empty(), "the next survey is not due yet");
+    assert!(
+        app.update(FleetMsg::Tick(NOW)).is_empty(),
+        "the next survey is not due yet"
+    );
     app
 }
 
@@ -179,7 +209,10 @@ fn the_nodes_screen_shows_an_unreachable_node_with_its_last_known_figures() {
             NodeStatus::Unreachable { last_known: Some((_, at)), .. } if at == NOW - 3_000
         ));
         let text = render(&app);
-        assert!(text.contains("us-1: figures 3.0s old (its last answer)"), "{text}");
+        assert!(
+            text.contains("us-1: figures 3.0s old (its last answer)"),
+            "{text}"
+        );
         assert!(text.contains("no answer within 2s"), "{text}");
         assert!(text.contains("2/3 up, 1 unreachable"), "{text}");
         // eu-1: (1040 - 1000) accepted over 2 s.
@@ -264,7 +297,10 @@ fn drain_goes_through_the_guard_to_the_node_it_names() {
     assert!(matches!(app.overlays.last(), Some(Overlay::Guard(g)) if g.scope == scope));
     let text = render(&app);
     assert!(text.contains("On node: eu-2"), "{text}");
-    assert!(typed(&mut app, "eu-1\n").is_empty(), "a wrong name runs nothing");
+    assert!(
+        typed(&mut app, "eu-1\n").is_empty(),
+        "a wrong name runs nothing"
+    );
     assert!(app.status.contains("\"eu-2\""), "{}", app.status);
     for _ in 0..4 {
         key(&mut app, KeyCode::Backspace);
@@ -277,13 +313,17 @@ fn drain_goes_through_the_guard_to_the_node_it_names() {
             scope: scope.clone(),
         })]
     );
-    app.update(FleetMsg::Reply(FleetReply::Done(Ok(ankusa_ui::data::ActionResult {
-        scope,
-        expected: 0,
-        touched: 0,
-        note: Some("node eu-2 drains".into()),
-    }))));
-    assert!(matches!(app.overlays.last(), Some(Overlay::Guard(g)) if matches!(g.stage, Stage::Done(Ok(_)))));
+    app.update(FleetMsg::Reply(FleetReply::Done(Ok(
+        ankusa_ui::data::ActionResult {
+            scope,
+            expected: 0,
+            touched: 0,
+            note: Some("node eu-2 drains".into()),
+        },
+    ))));
+    assert!(
+        matches!(app.overlays.last(), Some(Overlay::Guard(g)) if matches!(g.stage, Stage::Done(Ok(_))))
+    );
     let e = key(&mut app, KeyCode::Enter);
     assert!(app.overlays.is_empty());
     assert_eq!(e, vec![FleetEffect::Fetch(FleetRequest::Survey)]);
@@ -301,7 +341,10 @@ fn a_tenant_is_paused_on_the_node_of_its_row() {
     key(&mut app, KeyCode::Char('H'));
     let e = typed(&mut app, "acme\n");
     match e.as_slice() {
-        [FleetEffect::Fetch(FleetRequest::Execute { node, scope: ActionScope::Pause(t) })] => {
+        [FleetEffect::Fetch(FleetRequest::Execute {
+            node,
+            scope: ActionScope::Pause(t),
+        })] => {
             assert_eq!(node, "us-1");
             assert_eq!(t.tenant.as_deref(), Some("acme"));
         }
@@ -309,7 +352,11 @@ fn a_tenant_is_paused_on_the_node_of_its_row() {
     }
     // Running: Esc cannot interrupt it; its result closes with Enter.
     key(&mut app, KeyCode::Esc);
-    assert!(app.status.contains("cannot be interrupted"), "{}", app.status);
+    assert!(
+        app.status.contains("cannot be interrupted"),
+        "{}",
+        app.status
+    );
     app.update(FleetMsg::Reply(FleetReply::Done(Err("refused".into()))));
     key(&mut app, KeyCode::Enter);
     assert!(app.overlays.is_empty());
@@ -323,5 +370,43 @@ fn a_tenant_is_paused_on_the_node_of_its_row() {
     );
     key(&mut app, KeyCode::Char('H'));
     assert!(app.overlays.is_empty());
-    assert!(app.status.contains("already paused on eu-1"), "{}", app.status);
+    assert!(
+        app.status.contains("already paused on eu-1"),
+        "{}",
+        app.status
+    );
+}
+
+#[test]
+fn nothing_piles_up_while_a_survey_is_outstanding() {
+    let mut app = app(80, 24);
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Enter);
+    let tenant = FleetEffect::Fetch(FleetRequest::Tenant {
+        name: "initech".into(),
+        nodes: vec!["eu-2".into()],
+    });
+    // Due: the survey and the open tenant again.
+    let e = app.update(FleetMsg::Tick(NOW + 1_500));
+    assert_eq!(
+        e,
+        vec![FleetEffect::Fetch(FleetRequest::Survey), tenant.clone()]
+    );
+    // A hung node holds that survey: due ticks send nothing more, not even
+    // the tenant, and `r` sends no second survey.
+    assert!(app.update(FleetMsg::Tick(NOW + 4_000)).is_empty());
+    assert!(app.update(FleetMsg::Tick(NOW + 9_000)).is_empty());
+    assert_eq!(key(&mut app, KeyCode::Char('r')), vec![tenant.clone()]);
+    // Keys still move meanwhile.
+    key(&mut app, KeyCode::Char('q'));
+    assert_eq!(*app.screen(), FleetScreen::Tenants);
+    // Once it is answered, the next due tick surveys again.
+    app.update(FleetMsg::Reply(FleetReply::Survey(vec![answer(
+        "us-1",
+        Err("no answer within 2s".into()),
+    )])));
+    assert_eq!(
+        app.update(FleetMsg::Tick(NOW + 12_000)),
+        vec![FleetEffect::Fetch(FleetRequest::Survey)]
+    );
 }
