@@ -699,7 +699,9 @@ impl FleetView {
     }
 
     /// Every node's tenant rows (an unreachable node's last-known ones),
-    /// largest backlog first (then the file's node order, then ordinal),
+    /// most pending first (then the file's node order, then ordinal): the
+    /// order each node is surveyed in, so the merge of every node's top
+    /// rows is the fleet's top rows,
     /// each with its node's name and whether its figures are current.
     pub fn tenant_rows(&self) -> Vec<(&str, bool, &TenantInfo, bool)> {
         let mut rows = Vec::new();
@@ -712,7 +714,7 @@ impl FleetView {
                 }
             }
         }
-        rows.sort_by_key(|(_, _, t, _)| std::cmp::Reverse(t.counters.queued()));
+        rows.sort_by_key(|(_, _, t, _)| std::cmp::Reverse(t.counters.pending));
         rows
     }
 

@@ -38,7 +38,7 @@ use crate::fmt::quoted;
 use crate::popups::guard::{Guard, GuardNext, Stage};
 use crate::popups::Overlay;
 
-/// Tenants each node is asked for on a survey, largest backlog first (the
+/// Tenants each node is asked for on a survey, most pending first (the
 /// merge of every node's top rows is the fleet's top rows).
 pub const TENANTS_PER_NODE: usize = 200;
 /// Dead rows of a tenant asked of each node holding it.

@@ -1,4 +1,5 @@
-//! The fleet's tenants: every node's top tenants by backlog, merged, with
+//! The fleet's tenants: every node's top tenants by pending rows, merged
+//! (so the list's top is the fleet's top), with
 //! a node column; a node that does not answer keeps its last-known rows,
 //! marked `?`. The last line is the fleet's totals: the sum of the
 //! answering nodes' own node counters (not of the rows listed). Enter opens
@@ -99,7 +100,7 @@ pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme, area: Rect) {
     ]));
     let stale = rows.iter().any(|(_, current, ..)| !current);
     let title = format!(
-        " Tenants, all nodes (by backlog, top {TENANTS_PER_NODE} per node{}) ",
+        " Tenants, all nodes (most pending first, top {TENANTS_PER_NODE} per node{}) ",
         if stale { "; ? last known" } else { "" }
     );
     f.render_widget(Paragraph::new(lines).block(block(title, theme)), area);

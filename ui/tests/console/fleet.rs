@@ -249,7 +249,7 @@ fn the_tenants_list_merges_the_nodes_and_its_totals_are_the_answering_nodes_sums
 fn enter_opens_a_tenant_from_every_node_holding_it_and_keys_stay_live_meanwhile() {
     let mut app = app(80, 24);
     key(&mut app, KeyCode::Char('2'));
-    // Rows by backlog: initech (eu-2), acme (eu-1), globex (eu-1), umbrella
+    // Rows by pending: initech (eu-2), acme (eu-1), globex (eu-1), umbrella
     // (us-1), acme (us-1).
     let rows: Vec<(String, String)> = app
         .view
