@@ -410,3 +410,81 @@ fn nothing_piles_up_while_a_survey_is_outstanding() {
         vec![FleetEffect::Fetch(FleetRequest::Survey)]
     );
 }
+
+#[test]
+fn a_tenant_shows_every_node_holding_it_and_an_unreachable_one_says_so() {
+    use ankusa_ops::fleet::TenantOnNode;
+    use ankusa_ops::model::{DlqEntry, TenantDetail};
+
+    let mut app = app(80, 24);
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('j'));
+    let e = key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        e,
+        vec![FleetEffect::Fetch(FleetRequest::Tenant {
+            name: "acme".into(),
+            nodes: vec!["eu-1".into(), "us-1".into()],
+        })]
+    );
+    let detail = TenantDetail {
+        tenant: "acme".into(),
+        ord: 1,
+        counters: Counters {
+            pending: 118,
+            scheduled: 29,
+            inflight: 1,
+            dead: 3,
+            bytes: 82_600,
+            archive_pending: 0,
+        },
+        totals: Totals::default(),
+        first_due_at: Some(NOW - 12_000),
+        oldest_due_age_ms: Some(12_000),
+        latest_dead: Vec::new(),
+        paused: Vec::new(),
+    };
+    let dead = |seq: u64| DlqEntry {
+        tenant: "acme".into(),
+        row: ankusa_store::rows::DeadRow {
+            ord: 1,
+            at: NOW - 60_000 * seq,
+            seq,
+            sink: 0,
+            source_id: "hooks".into(),
+            hook_id: format!("hk_eu-1_{seq:016x}"),
+        },
+    };
+    let endpoint = |n: &str| {
+        fleet()
+            .node(n)
+            .map(|n| n.transport.to_string())
+            .unwrap_or_default()
+    };
+    app.update(FleetMsg::Reply(FleetReply::Tenant {
+        name: "acme".into(),
+        answers: vec![
+            Answer {
+                node: "eu-1".into(),
+                endpoint: endpoint("eu-1"),
+                result: Ok(TenantOnNode {
+                    detail,
+                    dlq: vec![dead(1), dead(2), dead(3)],
+                    more: false,
+                }),
+                took: Duration::from_millis(2),
+            },
+            Answer {
+                node: "us-1".into(),
+                endpoint: endpoint("us-1"),
+                result: Err("no answer within 2s".into()),
+                took: Duration::from_secs(2),
+            },
+        ],
+    }));
+    let text = render(&app);
+    assert!(text.contains("Tenant acme (actions on eu-1)"), "{text}");
+    assert!(text.contains("hk_eu-1_0000000000000003"), "{text}");
+    assert!(text.contains("unreachable: no answer within 2s"), "{text}");
+    snap!("fleet_tenant_80x24", text);
+}
