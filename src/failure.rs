@@ -18,6 +18,7 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use ankusa_daemon::{ConfigError, DaemonError};
+use ankusa_ops::fleet::FleetError;
 use ankusa_ops::OpsError;
 use ankusa_store::StoreError;
 use ankusa_ui::data::OpenError;
@@ -108,7 +109,14 @@ fn kind_of(e: &(dyn StdError + 'static)) -> Option<Exit> {
                 Some(Exit::Unavailable)
             }
             OpsError::Store(e) => store_kind(e),
+            OpsError::Unavailable(_) => Some(Exit::Unavailable),
             OpsError::Internal(_) => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<FleetError>() {
+        return match e {
+            FleetError::Read { source, .. } => kind_of(source),
+            FleetError::Parse { .. } | FleetError::Node { .. } => Some(Exit::Usage),
         };
     }
     if let Some(e) = e.downcast_ref::<OpenError>() {

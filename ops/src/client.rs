@@ -1,5 +1,7 @@
-//! The caller's side of the admin socket: one HTTP/1.1 request per
-//! connection over `admin.sock`, JSON in and out.
+//! The caller's side of the admin API: one HTTP/1.1 request per
+//! connection, JSON in and out, over a [`Transport`]: the daemon's unix
+//! socket (`admin.sock`, possibly forwarded with `ssh -L`), or its TCP
+//! listener (`admin.listen`, where a token is always required).
 //!
 //! Errors keep the daemon's answer: a refusal (`404`, `403`, `400`...)
 //! comes back as the same [`OpsError`] the daemon raised, so the command
@@ -22,10 +24,32 @@ use crate::OpsError;
 /// with a job; long work is polled).
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A connection target: the daemon's socket, and an optional token.
+/// How a request reaches a daemon's admin API. An enum so that a TLS
+/// variant can join it without changing the callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// The admin socket (a path on this machine; `ssh -L` forwards a remote
+    /// one to a local path).
+    Unix(PathBuf),
+    /// Plain HTTP on TCP: `host:port` of the daemon's `admin.listen`.
+    Tcp(String),
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Unix(p) => write!(f, "{}", p.display()),
+            Transport::Tcp(a) => write!(f, "http://{a}"),
+        }
+    }
+}
+
+/// A connection target: the daemon's socket or TCP listener, an optional
+/// token, and how long one request may take.
 pub struct Client {
-    socket: PathBuf,
+    transport: Transport,
     token: Option<String>,
+    timeout: Duration,
     rt: tokio::runtime::Runtime,
 }
 
@@ -37,17 +61,41 @@ pub enum Probe {
     NoDaemon,
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, OpsError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| OpsError::Internal(format!("cannot start a runtime: {e}")))
+}
+
 impl Client {
+    /// A client of the daemon at `transport`, each request bounded by
+    /// `timeout` (connecting included). Nothing is sent yet.
+    pub fn new(
+        transport: Transport,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Result<Client, OpsError> {
+        Ok(Client {
+            transport,
+            token,
+            timeout,
+            rt: runtime()?,
+        })
+    }
+
     /// Connects to the daemon of `store`, if one listens.
     pub fn probe(store: &Path, token: Option<String>) -> Result<Probe, OpsError> {
         let socket = crate::socket_path(store);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| OpsError::Internal(format!("cannot start a runtime: {e}")))?;
+        let rt = runtime()?;
         let tried = rt.block_on(async { tokio::net::UnixStream::connect(&socket).await });
         match tried {
-            Ok(_) => Ok(Probe::Daemon(Client { socket, token, rt })),
+            Ok(_) => Ok(Probe::Daemon(Client {
+                transport: Transport::Unix(socket),
+                token,
+                timeout: TIMEOUT,
+                rt,
+            })),
             // No socket, or a stale one nobody listens on: no daemon.
             Err(e)
                 if matches!(
@@ -67,8 +115,9 @@ impl Client {
         }
     }
 
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    /// Where requests go.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, OpsError> {
@@ -91,14 +140,15 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<T, OpsError> {
-        let fut = request(&self.socket, self.token.as_deref(), method, path, body);
+        let fut = request(&self.transport, self.token.as_deref(), method, path, body);
         let (status, bytes) = self
             .rt
-            .block_on(async { tokio::time::timeout(TIMEOUT, fut).await })
+            .block_on(async { tokio::time::timeout(self.timeout, fut).await })
             .map_err(|_| {
-                OpsError::Internal(format!(
-                    "the daemon did not answer within {}s",
-                    TIMEOUT.as_secs()
+                OpsError::Unavailable(format!(
+                    "the daemon at {} did not answer within {}",
+                    self.transport,
+                    humantime::format_duration(self.timeout)
                 ))
             })??;
         if (200..300).contains(&status) {
@@ -124,22 +174,44 @@ impl Client {
 }
 
 async fn request(
-    socket: &Path,
+    transport: &Transport,
     token: Option<&str>,
     method: Method,
     path: &str,
     body: Option<Vec<u8>>,
 ) -> Result<(u16, Bytes), OpsError> {
     let io_err = |what: &str, e: &dyn std::fmt::Display| {
-        OpsError::Internal(format!(
-            "{what} the daemon's socket {}: {e}",
-            socket.display()
-        ))
+        OpsError::Unavailable(format!("{what} the daemon's admin API at {transport}: {e}"))
     };
-    let stream = tokio::net::UnixStream::connect(socket)
-        .await
-        .map_err(|e| io_err("cannot connect to", &e))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    match transport {
+        Transport::Unix(socket) => {
+            let stream = tokio::net::UnixStream::connect(socket)
+                .await
+                .map_err(|e| io_err("cannot connect to", &e))?;
+            exchange(TokioIo::new(stream), token, method, path, body, &io_err).await
+        }
+        Transport::Tcp(addr) => {
+            let stream = tokio::net::TcpStream::connect(addr.as_str())
+                .await
+                .map_err(|e| io_err("cannot connect to", &e))?;
+            exchange(TokioIo::new(stream), token, method, path, body, &io_err).await
+        }
+    }
+}
+
+/// One request and its answer on a connected stream.
+async fn exchange<I>(
+    io: I,
+    token: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    io_err: &dyn Fn(&str, &dyn std::fmt::Display) -> OpsError,
+) -> Result<(u16, Bytes), OpsError>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| io_err("cannot talk to", &e))?;
     let driver = tokio::spawn(conn);

@@ -28,9 +28,12 @@
 //! - [`client`]: HTTP over the admin socket; [`socket_path`] says where it
 //!   is, [`routes`] what its paths are.
 //! - [`operator`]: the one type callers act through, daemon or store.
+//! - [`fleet`]: several nodes at once: the fleet file, one question to
+//!   every node under one deadline, and the merged answers.
 
 pub mod access;
 pub mod client;
+pub mod fleet;
 pub mod jobs;
 pub mod model;
 pub mod node;
@@ -77,6 +80,10 @@ pub enum OpsError {
     Conflict(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A daemon that cannot be reached now: no connection, or no answer
+    /// within the client's timeout (a node of a fleet that is down).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -93,6 +100,7 @@ impl OpsError {
             OpsError::TooLarge(_) => "body_too_large",
             OpsError::Conflict(_) => "conflict",
             OpsError::Store(_) => "store_error",
+            OpsError::Unavailable(_) => "unavailable",
             OpsError::Internal(_) => "internal",
         }
     }
@@ -106,6 +114,7 @@ impl OpsError {
             OpsError::TooLarge(_) => 413,
             OpsError::Conflict(_) => 409,
             OpsError::Store(_) | OpsError::Internal(_) => 500,
+            OpsError::Unavailable(_) => 503,
         }
     }
 }

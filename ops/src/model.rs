@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::access::Principal;
 
 /// `GET /v1/admin/stats`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub store: String,
     pub format: u32,
@@ -33,7 +33,7 @@ pub struct Stats {
     pub daemon: Option<DaemonInfo>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DaemonInfo {
     pub pid: u32,
     pub version: String,
@@ -66,7 +66,7 @@ impl From<ankusa_store::WriteFault> for StoreFault {
 }
 
 /// `GET /v1/admin/tenants`: one page.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantsPage {
     pub tenants: Vec<TenantInfo>,
     /// Pass as `cursor` for the next page; absent on the last one.
@@ -77,7 +77,7 @@ pub struct TenantsPage {
 }
 
 /// `GET /v1/admin/tenants/{tenant}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantDetail {
     pub tenant: String,
     pub ord: u32,
@@ -98,7 +98,7 @@ pub struct TenantDetail {
 }
 
 /// One DLQ row with its tenant's id.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DlqEntry {
     pub tenant: String,
     #[serde(flatten)]

@@ -19,7 +19,7 @@ use crate::access::Principal;
 use crate::client::Client;
 use crate::model::{
     DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeHistory, NodeState, PauseRequest, Paused,
-    PausesPage, PurgeRequest, ReplayRequest, Resumed, SinksPage, TenantDetail, TenantsPage,
+    PausesPage, PurgeRequest, ReplayRequest, Resumed, SinksPage, Stats, TenantDetail, TenantsPage,
 };
 use crate::routes::{self, encode as enc};
 use crate::{jobs, node, pauses, reads, Result};
@@ -44,6 +44,16 @@ pub enum Action {
 }
 
 impl<S: Deref<Target = Store>> Operator<S> {
+    /// The node's stats (what `ankusa store info` summarises).
+    pub fn stats(&self) -> Result<Stats> {
+        match self {
+            Operator::Daemon(c) => c.get(routes::STATS),
+            Operator::Store { store, who } => {
+                reads::stats(store, who, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
     pub fn tenants_page(
         &self,
         sort: Option<&str>,
@@ -265,7 +275,7 @@ impl<S: Deref<Target = Store>> Operator<S> {
     /// `the daemon at SOCKET` or `the store at DIR (no daemon running)`.
     pub fn describe(&self) -> String {
         match self {
-            Operator::Daemon(c) => format!("the daemon at {}", c.socket().display()),
+            Operator::Daemon(c) => format!("the daemon at {}", c.transport()),
             Operator::Store { store, .. } => {
                 format!(
                     "the store at {} (no daemon running)",

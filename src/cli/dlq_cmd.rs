@@ -24,6 +24,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
     match cmd {
         DlqCommand::List {
             store,
+            fleet,
             admin,
             tenant,
             oldest,
@@ -31,12 +32,18 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             cursor,
             json,
         } => {
-            let b = backend::open(&store.store, admin.token, false)?;
             let order = if oldest {
                 ankusa_store::queries::DlqOrder::OldestFirst
             } else {
                 ankusa_store::queries::DlqOrder::NewestFirst
             };
+            if let Some(fleet) = fleet {
+                return super::fleet_cmd::dlq(&fleet, tenant, order, limit, json);
+            }
+            let Some(store) = store else {
+                return Err(failure::usage("give --store DIR or --fleet FLEET.toml"));
+            };
+            let b = backend::open(&store, admin.token, false)?;
             let page = b
                 .dlq(tenant.as_deref(), order, cursor.as_deref(), limit, None)
                 .map_err(|e| failure::if_not_found(e, LIST_HINT))?;

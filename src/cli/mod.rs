@@ -3,6 +3,7 @@
 
 mod backend;
 mod dlq_cmd;
+mod fleet_cmd;
 mod migrate_cmd;
 mod node_cmd;
 mod pause_cmd;
@@ -61,8 +62,17 @@ pub enum Command {
     /// store read-only (READ-ONLY), or with --write and no daemon (WRITE).
     Console {
         /// Store directory (never created by the console).
-        #[arg(long, env = "ANKUSA_STORE", value_name = "DIR")]
-        store: PathBuf,
+        #[arg(
+            long,
+            env = "ANKUSA_STORE",
+            value_name = "DIR",
+            required_unless_present = "fleet"
+        )]
+        store: Option<PathBuf>,
+        /// One console over every node of this fleet file, through their
+        /// admin APIs (docs/fleet.md), instead of one store.
+        #[arg(long, value_name = "FLEET.toml", conflicts_with_all = ["read_only", "write"])]
+        fleet: Option<PathBuf>,
         /// Open read-only even when a daemon runs (no catch-up).
         #[arg(long, conflicts_with = "write")]
         read_only: bool,
@@ -241,10 +251,21 @@ pub struct AdminArg {
 
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
-    /// Tenants with their counters (counters only, never a fold).
+    /// Tenants with their counters (counters only, never a fold); with
+    /// --fleet, every node's, with a node column and the fleet's totals.
     List {
-        #[command(flatten)]
-        store: StoreArg,
+        /// Store directory.
+        #[arg(
+            long,
+            env = "ANKUSA_STORE",
+            value_name = "DIR",
+            required_unless_present = "fleet"
+        )]
+        store: Option<PathBuf>,
+        /// Every node of this fleet file instead of one store
+        /// (docs/fleet.md); exit 4 when a node does not answer.
+        #[arg(long, value_name = "FLEET.toml", conflicts_with_all = ["cursor", "after"])]
+        fleet: Option<PathBuf>,
         #[command(flatten)]
         admin: AdminArg,
         /// Sort by a counter, largest first (default: by ordinal).
@@ -432,10 +453,21 @@ pub enum SinksCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
-    /// Dead rows, newest first: the node's, or one tenant's.
+    /// Dead rows, newest first: the node's, or one tenant's; with --fleet,
+    /// every node's, merged, with a node column.
     List {
-        #[command(flatten)]
-        store: StoreArg,
+        /// Store directory.
+        #[arg(
+            long,
+            env = "ANKUSA_STORE",
+            value_name = "DIR",
+            required_unless_present = "fleet"
+        )]
+        store: Option<PathBuf>,
+        /// Every node of this fleet file instead of one store
+        /// (docs/fleet.md); exit 4 when a node does not answer.
+        #[arg(long, value_name = "FLEET.toml", conflicts_with = "cursor")]
+        fleet: Option<PathBuf>,
         #[command(flatten)]
         admin: AdminArg,
         /// One tenant's DLQ (a scan of its rows only).
@@ -652,6 +684,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Console {
             store,
+            fleet,
             read_only,
             write,
             refresh,
@@ -660,6 +693,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             use tracing_subscriber::layer::SubscriberExt;
             let log =
                 tracing::Dispatch::new(tracing_subscriber::registry().with(ankusa_ui::log_layer()));
+            if let Some(path) = fleet {
+                let fleet = ankusa_ops::fleet::Fleet::load(&path)?;
+                ankusa_ui::run_fleet(fleet, refresh.into(), log)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let Some(store) = store else {
+                return Err(crate::failure::usage(
+                    "give --store DIR or --fleet FLEET.toml",
+                ));
+            };
             let opts = ankusa_ui::ConsoleOptions {
                 store,
                 read_only,

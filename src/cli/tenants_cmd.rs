@@ -20,6 +20,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
     match cmd {
         TenantsCommand::List {
             store,
+            fleet,
             admin,
             sort,
             limit,
@@ -27,7 +28,13 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             after,
             json,
         } => {
-            let b = backend::open(&store.store, admin.token, false)?;
+            if let Some(fleet) = fleet {
+                return super::fleet_cmd::tenants(&fleet, sort, limit, json);
+            }
+            let Some(store) = store else {
+                return Err(failure::usage("give --store DIR or --fleet FLEET.toml"));
+            };
+            let b = backend::open(&store, admin.token, false)?;
             let cursor = cursor.or(after.map(|a| a.to_string()));
             let page = b.tenants_page(sort.as_deref(), cursor.as_deref(), limit)?;
             if json {

@@ -20,6 +20,7 @@ mod daemon_ingest;
 mod demo;
 mod drain;
 mod fleet;
+mod fleet_console;
 mod hostile;
 mod layers;
 mod pause;

@@ -1044,6 +1044,8 @@ impl App {
             }]),
             ("replay-since", d) => self.replay_since(d),
             ("repair", "") => self.repair(),
+            ("drain", "") => self.drain(true),
+            ("undrain", "") => self.drain(false),
             ("pause-for", t) if !t.is_empty() => self.pause_sink_for(t, false),
             ("resume-for", t) if !t.is_empty() => self.pause_sink_for(t, true),
             ("sort", f) => match f {
@@ -1076,6 +1078,18 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// `:drain` / `:undrain`: the guarded drain (undrain) of the node this
+    /// console acts on, through the daemon it follows (or on the stopped
+    /// store it holds with `--write`): the same audited call as `ankusa
+    /// node drain|undrain`.
+    fn drain(&mut self, on: bool) -> Vec<Effect> {
+        if !self.can_act() {
+            self.status = CANNOT_ACT.into();
+            return Vec::new();
+        }
+        self.follow(Next::Guard(ActionScope::Drain { on, node: None }))
     }
 
     /// `:repair`: the guarded `store repair` of the store this console

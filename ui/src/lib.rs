@@ -16,6 +16,9 @@
 //!   and cumulative totals the screens already read (bounded rings).
 //! - [`heatmap`], [`fmt`]: cell counting, formatting (the redacted
 //!   previews are ankusa-ops' [`ankusa_ops::preview`], the API's rule).
+//! - [`fleet`]: the fleet console (`--fleet FLEET.toml`): nodes screen,
+//!   the tenants merged across nodes, a tenant from the nodes holding it,
+//!   guarded actions sent to the node they name.
 //! - [`error`]: [`ConsoleError`], what the console returns (the binary
 //!   reports it with color-eyre).
 //! - [`term`]: the terminal: raw mode, alternate screen, restore on exit and
@@ -26,6 +29,7 @@
 pub mod app;
 pub mod data;
 pub mod error;
+pub mod fleet;
 pub mod fmt;
 pub mod heatmap;
 pub mod keymap;
@@ -60,6 +64,15 @@ pub struct ConsoleOptions {
 /// stderr logger, which would scribble over the screen.
 pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleError> {
     term::run(opts, log)
+}
+
+/// Runs the fleet console over `fleet` until the operator quits.
+pub fn run_fleet(
+    fleet: ankusa_ops::fleet::Fleet,
+    refresh: Duration,
+    log: tracing::Dispatch,
+) -> Result<(), ConsoleError> {
+    term::run_fleet(fleet, refresh, log)
 }
 
 /// The tracing layer that feeds the log pane.

@@ -184,3 +184,72 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
     let _ = worker.join();
     Ok(())
 }
+
+/// The fleet console's loop: the same terminal handling as [`run`]; each
+/// fetch runs on a worker thread of its own ([`crate::fleet::worker`]).
+pub fn run_fleet(
+    fleet: ankusa_ops::fleet::Fleet,
+    refresh: Duration,
+    log: tracing::Dispatch,
+) -> Result<(), ConsoleError> {
+    use crate::fleet::worker::{self, FleetEvent};
+    use crate::fleet::{FleetApp, FleetEffect, FleetMsg};
+
+    if !io::stdout().is_terminal() {
+        return Err(ConsoleError::NotATerminal);
+    }
+    let _log = tracing::dispatcher::set_default(&log);
+    let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
+    tui_logger::set_default_level(tui_logger::LevelFilter::Info);
+    let (tx, events) = std::sync::mpsc::channel::<FleetEvent>();
+
+    install_panic_hook();
+    let guard = TerminalGuard::enter()?;
+    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
+        .map_err(ConsoleError::terminal("cannot start the terminal UI"))?;
+    term.clear()
+        .map_err(ConsoleError::terminal("cannot clear the terminal"))?;
+    let size = term
+        .size()
+        .map_err(ConsoleError::terminal("cannot read the terminal's size"))?;
+    let now = ankusa_store::system_now_ms();
+    let refresh_ms = u64::try_from(refresh.as_millis()).unwrap_or(u64::MAX);
+    let mut app = FleetApp::new(&fleet, refresh_ms, now, size.width, size.height);
+    let theme = Theme::from_env();
+
+    let mut pending = app.update(FleetMsg::Tick(now));
+    'main: loop {
+        for e in pending.drain(..) {
+            match e {
+                FleetEffect::Quit => break 'main,
+                FleetEffect::Fetch(req) => worker::spawn(&fleet, req, tx.clone(), &log)
+                    .map_err(ConsoleError::terminal("cannot start a fleet worker thread"))?,
+            }
+        }
+        term.draw(|f| crate::fleet::view::draw(f, &app, &theme))
+            .map_err(ConsoleError::terminal("cannot draw the console"))?;
+        const INPUT: &str = "cannot read the terminal's input";
+        if event::poll(Duration::from_millis(50)).map_err(ConsoleError::terminal(INPUT))? {
+            match event::read().map_err(ConsoleError::terminal(INPUT))? {
+                TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
+                    pending.extend(app.update(FleetMsg::Key(k)))
+                }
+                TermEvent::Resize(w, h) => pending.extend(app.update(FleetMsg::Resize(w, h))),
+                _ => {}
+            }
+        }
+        while let Ok(ev) = events.try_recv() {
+            let msg = match ev {
+                FleetEvent::Reply(r) => FleetMsg::Reply(r),
+                FleetEvent::Progress(p) => FleetMsg::Progress(p),
+            };
+            pending.extend(app.update(msg));
+        }
+        pending.extend(app.update(FleetMsg::Tick(ankusa_store::system_now_ms())));
+    }
+    drop(term);
+    drop(guard);
+    // Workers still waiting on a node end on their own client timeout;
+    // their answers go nowhere.
+    Ok(())
+}

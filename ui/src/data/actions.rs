@@ -1,5 +1,5 @@
 //! Guarded actions: the dry run's exact count, then the run. Purge,
-//! replay, pause and resume have no code of their own here: each is one
+//! replay, pause, resume and drain have no code of their own here: each is one
 //! `ankusa_ops::operator::Operator` call (on the store in WRITE mode,
 //! through the daemon's admin API in FOLLOW mode), the same code, audit
 //! records and row lock as the command line and the admin API. The
@@ -10,6 +10,8 @@ use ankusa_ops::access::{Peer, Principal};
 use ankusa_ops::client::{Client, Probe as DaemonProbe};
 use ankusa_ops::model::{row_name, JobState, Kinds, PauseRequest, ReplayRequest};
 use ankusa_ops::operator::{Action, Operator};
+use std::ops::Deref;
+
 use ankusa_store::Store;
 
 use super::feed::{DataError, Feed};
@@ -30,13 +32,7 @@ impl Feed {
                 _ => Ok(0),
             };
         }
-        let op = self.operator()?;
-        match ask(scope)? {
-            Ask::Purge { tenant, kinds } => counted(op.purge(&tenant, kinds, true)?),
-            Ask::Replay(r) => counted(op.replay(r, true)?),
-            // The guard asks for no count (ActionScope::counts).
-            Ask::Pause(_) | Ask::Resume(_) => Ok(0),
-        }
+        count_on(&self.operator()?, scope)
     }
 
     /// Runs a guarded action as the operator's audited job (on the store
@@ -64,65 +60,9 @@ impl Feed {
                 "the migration runs step by step, not as one action".into(),
             ));
         }
-        let op = self.operator()?;
-        let started = match ask(scope)? {
-            Ask::Purge { tenant, kinds } => op.purge(&tenant, kinds, false)?,
-            Ask::Replay(r) => op.replay(r, false)?,
-            Ask::Pause(req) => {
-                let p = op.pause(&req)?;
-                self.fresh_at = now;
-                let note = if p.created {
-                    format!("Paused {}: its rows stay queued.", p.pause.label)
-                } else {
-                    format!("{} was already paused: nothing changed.", p.pause.label)
-                };
-                return Ok(ActionResult {
-                    scope: scope.clone(),
-                    expected: 0,
-                    touched: 0,
-                    note: Some(note),
-                });
-            }
-            Ask::Resume(req) => {
-                let r = op.resume(&req)?;
-                let Some(job) = r.job else {
-                    self.fresh_at = now;
-                    return Ok(ActionResult {
-                        scope: scope.clone(),
-                        expected: 0,
-                        touched: 0,
-                        note: Some(format!("Resumed {}: its rows are due.", r.pause.label)),
-                    });
-                };
-                Action::Started(Box::new(job))
-            }
-        };
-        let Action::Started(job) = started else {
-            return Err(DataError::Refused("the action did not start a job".into()));
-        };
-        let expected = job.estimate;
-        let done = op.finish(*job, |j| {
-            progress(Progress {
-                done: j.progress.rows(),
-                total: j.estimate,
-            })
-        })?;
-        if done.state != JobState::Done {
-            return Err(DataError::Refused(format!(
-                "job {} failed: {}",
-                done.id,
-                done.error.unwrap_or_default()
-            )));
-        }
+        let r = act_on(&self.operator()?, scope, progress)?;
         self.fresh_at = now;
-        let touched = done.progress.rows();
-        Ok(ActionResult {
-            scope: scope.clone(),
-            expected,
-            touched,
-            note: matches!(scope, ActionScope::Resume(_))
-                .then(|| format!("Resumed: {touched} parked row(s) made due.")),
-        })
+        Ok(r)
     }
 
     /// Who carries out a guarded action: this console as the store's
@@ -175,12 +115,109 @@ impl Feed {
     }
 }
 
+/// The exact number of rows `scope` would touch on the node `op`
+/// reaches: the operator's dry run (which writes its audit record). A
+/// pause, a resume and a drain are not counted ([`ActionScope::counts`]).
+/// The fleet console calls this with the operator of the node it acts on.
+pub fn count_on<S: Deref<Target = Store>>(
+    op: &Operator<S>,
+    scope: &ActionScope,
+) -> Result<u64, DataError> {
+    match ask(scope)? {
+        Ask::Purge { tenant, kinds } => counted(op.purge(&tenant, kinds, true)?),
+        Ask::Replay(r) => counted(op.replay(r, true)?),
+        Ask::Pause(_) | Ask::Resume(_) | Ask::Drain(_) => Ok(0),
+    }
+}
+
+/// Runs `scope` as the operator's audited call or job on the node `op`
+/// reaches and follows it to its end (the single-node console's and the
+/// fleet console's one implementation).
+pub fn act_on<S: Deref<Target = Store>>(
+    op: &Operator<S>,
+    scope: &ActionScope,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ActionResult, DataError> {
+    let noted = |note: String| ActionResult {
+        scope: scope.clone(),
+        expected: 0,
+        touched: 0,
+        note: Some(note),
+    };
+    let started = match ask(scope)? {
+        Ask::Purge { tenant, kinds } => op.purge(&tenant, kinds, false)?,
+        Ask::Replay(r) => op.replay(r, false)?,
+        Ask::Pause(req) => {
+            let p = op.pause(&req)?;
+            return Ok(noted(if p.created {
+                format!("Paused {}: its rows stay queued.", p.pause.label)
+            } else {
+                format!("{} was already paused: nothing changed.", p.pause.label)
+            }));
+        }
+        Ask::Resume(req) => {
+            let r = op.resume(&req)?;
+            let Some(job) = r.job else {
+                return Ok(noted(format!(
+                    "Resumed {}: its rows are due.",
+                    r.pause.label
+                )));
+            };
+            Action::Started(Box::new(job))
+        }
+        Ask::Drain(on) => {
+            let n = op.drain(on)?;
+            let who = n
+                .node
+                .map_or("the node".to_owned(), |id| format!("node {id}"));
+            return Ok(noted(if on {
+                format!(
+                    "{who} drains: /healthz answers 503; {} row(s) still owed.",
+                    n.owed
+                )
+            } else {
+                format!("{who} is not draining: /healthz answers 200 again.")
+            }));
+        }
+    };
+    let Action::Started(job) = started else {
+        return Err(DataError::Refused("the action did not start a job".into()));
+    };
+    let expected = job.estimate;
+    let done = op.finish(*job, |j| {
+        progress(Progress {
+            done: j.progress.rows(),
+            total: j.estimate,
+        })
+    })?;
+    if done.state != JobState::Done {
+        return Err(DataError::Refused(format!(
+            "job {} failed: {}",
+            done.id,
+            done.error.unwrap_or_default()
+        )));
+    }
+    let touched = done.progress.rows();
+    Ok(ActionResult {
+        scope: scope.clone(),
+        expected,
+        touched,
+        note: matches!(scope, ActionScope::Resume(_))
+            .then(|| format!("Resumed: {touched} parked row(s) made due.")),
+    })
+}
+
 /// What an action scope asks the operator for.
 enum Ask {
-    Purge { tenant: String, kinds: Kinds },
+    Purge {
+        tenant: String,
+        kinds: Kinds,
+    },
     Replay(ReplayRequest),
     Pause(PauseRequest),
     Resume(PauseRequest),
+    /// Start (`true`) or end a drain.
+    Drain(bool),
 }
 
 fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
@@ -207,6 +244,7 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
         }),
         ActionScope::Pause(t) => Ask::Pause(t.request()),
         ActionScope::Resume(t) => Ask::Resume(t.request()),
+        ActionScope::Drain { on, .. } => Ask::Drain(*on),
         ActionScope::Migrate => {
             return Err(DataError::Refused(
                 "the migration runs step by step in the console".into(),

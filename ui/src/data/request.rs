@@ -355,6 +355,12 @@ pub enum ActionScope {
     Pause(PauseTarget),
     /// Lift a pause: its rows become due at once.
     Resume(PauseTarget),
+    /// Start (`on`) or end a drain of a node: `node` names it in a fleet,
+    /// none is the node this console follows.
+    Drain {
+        on: bool,
+        node: Option<String>,
+    },
 }
 
 impl ActionScope {
@@ -388,13 +394,26 @@ impl ActionScope {
             }
             ActionScope::Pause(t) => format!("pause {}", t.label()),
             ActionScope::Resume(t) => format!("resume {}", t.label()),
+            ActionScope::Drain { on, node } => {
+                let which = node
+                    .as_ref()
+                    .map_or("this node".to_owned(), |n| format!("node {n}"));
+                if *on {
+                    format!("drain {which}: /healthz answers 503, so the balancer stops sending")
+                } else {
+                    format!("undrain {which}: /healthz answers 200, so the balancer sends again")
+                }
+            }
         }
     }
 
     /// Whether the guard counts the rows first (a pause changes no row,
     /// and a resume's rows are counted by its job as it unparks them).
     pub fn counts(&self) -> bool {
-        !matches!(self, ActionScope::Pause(_) | ActionScope::Resume(_))
+        !matches!(
+            self,
+            ActionScope::Pause(_) | ActionScope::Resume(_) | ActionScope::Drain { .. }
+        )
     }
 
     /// What the operator must type to confirm.
@@ -407,6 +426,11 @@ impl ActionScope {
             ActionScope::Migrate => "migrate".into(),
             ActionScope::Repair => "repair".into(),
             ActionScope::Pause(t) | ActionScope::Resume(t) => t.word(),
+            // A fleet's node by its name, so the operator names the node
+            // they mean; the followed node by the action.
+            ActionScope::Drain { node: Some(n), .. } => n.clone(),
+            ActionScope::Drain { on: true, .. } => "drain".into(),
+            ActionScope::Drain { on: false, .. } => "undrain".into(),
         }
     }
 }

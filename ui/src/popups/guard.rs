@@ -1,5 +1,5 @@
 //! The guard of an action that changes what the node does (purge, replay,
-//! migrate, repair, pause, resume): the exact scope and the dry run's
+//! migrate, repair, pause, resume, drain, undrain): the exact scope and the dry run's
 //! count first (a pause or a resume changes no row's content and is not
 //! counted), then the typed confirmation (the tenant's name for a purge or
 //! a tenant's pause, `SOURCE/NAME` for a sink's), then progress (a sink's
@@ -217,8 +217,20 @@ impl Guard {
 }
 
 pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
+    draw_on(f, g, None, theme, area)
+}
+
+/// The guard, naming the node it acts on when there are several (the
+/// fleet console).
+pub fn draw_on(f: &mut Frame, g: &Guard, node: Option<&str>, theme: &Theme, area: Rect) {
     let (scope, stage) = (&g.scope, &g.stage);
     let mut lines = vec![Line::from(format!(" Scope: {}", scope.describe()))];
+    if let Some(n) = node {
+        lines.push(Line::from(vec![
+            Span::raw(" On node: "),
+            Span::styled(n.to_owned(), theme.title()),
+        ]));
+    }
     if let ActionScope::ReplayRows { rows } = scope {
         for r in rows.iter().take(3) {
             lines.push(Line::from(format!(
@@ -245,6 +257,14 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
                     " Its rows become due at once (a sink's parked rows, by a job).",
                     theme.title(),
                 ),
+                ActionScope::Drain { on: true, .. } => Span::styled(
+                    " Hooks that still arrive are accepted; it delivers what it holds.",
+                    theme.title(),
+                ),
+                ActionScope::Drain { on: false, .. } => Span::styled(
+                    " The balancer puts it back after its rise checks.",
+                    theme.title(),
+                ),
                 _ => Span::styled(
                     format!(" Dry run: {} row(s) would change.", num(*count as i64)),
                     theme.title(),
@@ -264,6 +284,7 @@ pub fn draw(f: &mut Frame, g: &Guard, theme: &Theme, area: Rect) {
                     " Inflight deliveries finish; retries burn no attempts while paused."
                 }
                 ActionScope::Resume(_) => " Deliveries start again within one dispatcher tick.",
+                ActionScope::Drain { .. } => " Audited, like `ankusa node drain|undrain`.",
                 _ => " Replayed rows become due now and leave the DLQ.",
             }));
             lines.push(Line::from(format!(

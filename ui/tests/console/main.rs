@@ -7,6 +7,8 @@
 #[macro_use]
 mod common;
 mod chrome;
+mod drain;
+mod fleet;
 mod flows;
 mod migration;
 mod rates;
