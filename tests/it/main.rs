@@ -20,6 +20,7 @@ mod daemon_ingest;
 mod demo;
 mod drain;
 mod fleet;
+mod fleet_metrics;
 mod hostile;
 mod layers;
 mod pause;
