@@ -72,7 +72,7 @@ impl Client {
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, OpsError> {
-        self.call(Method::GET, path, None)
+        self.call(Method::GET, path, None, TIMEOUT)
     }
 
     pub fn post<B: Serialize, T: DeserializeOwned>(
@@ -80,9 +80,20 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, OpsError> {
+        self.post_within(path, body, TIMEOUT)
+    }
+
+    /// [`Client::post`] for a call that works before it answers (a backup
+    /// copying a large store to another disk), waiting up to `timeout`.
+    pub fn post_within<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<T, OpsError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| OpsError::Internal(format!("cannot encode the request: {e}")))?;
-        self.call(Method::POST, path, Some(bytes))
+        self.call(Method::POST, path, Some(bytes), timeout)
     }
 
     fn call<T: DeserializeOwned>(
@@ -90,15 +101,16 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+        timeout: Duration,
     ) -> Result<T, OpsError> {
         let fut = request(&self.socket, self.token.as_deref(), method, path, body);
         let (status, bytes) = self
             .rt
-            .block_on(async { tokio::time::timeout(TIMEOUT, fut).await })
+            .block_on(async { tokio::time::timeout(timeout, fut).await })
             .map_err(|_| {
                 OpsError::Internal(format!(
                     "the daemon did not answer within {}s",
-                    TIMEOUT.as_secs()
+                    timeout.as_secs()
                 ))
             })??;
         if (200..300).contains(&status) {

@@ -5,6 +5,7 @@
 
 mod admin_api;
 mod audit_parity;
+mod backup;
 mod batch;
 mod breaker;
 mod cli_migrate;
