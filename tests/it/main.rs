@@ -21,6 +21,7 @@ mod daemon_ingest;
 mod demo;
 mod drain;
 mod fleet;
+mod fleet_load;
 mod fleet_metrics;
 mod hostile;
 mod layers;
