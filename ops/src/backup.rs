@@ -151,8 +151,10 @@ pub fn take(store: &Store, who: &Principal, req: &BackupRequest, now: u64) -> Re
     }
     let partial = to.join(format!(".{name}{PARTIAL}"));
     if let Err(e) = write_partial(store, &partial, node.as_deref(), now) {
-        // Our own leftover: remove it now rather than at the next backup.
+        // Our own leftovers (RocksDB's `.tmp` too): removed now rather
+        // than at the next backup.
         let _ = std::fs::remove_dir_all(&partial);
+        let _ = std::fs::remove_dir_all(to.join(format!(".{name}{PARTIAL}.tmp")));
         return Err(e);
     }
     std::fs::rename(&partial, &done).map_err(io(&done))?;

@@ -20,6 +20,11 @@
 //!   non-empty target (exit 2, nothing written) and a running daemon's
 //!   store (exit 4) are refused; a daemon configured with another node id
 //!   refuses the restored store naming both.
+//! - `the_backup_route_is_for_admins_and_refuses_what_it_does_not_understand`:
+//!   `POST /v1/admin/node/backup` is 401 without a token, 403 for a tenant
+//!   token, 400 for a relative directory, `keep: 0` or an unknown field,
+//!   writing nothing; an admin's backup is named after the generated node
+//!   id and passes `store check`.
 
 use crate::common;
 
@@ -571,4 +576,45 @@ fn restore_refuses_a_used_target_and_keeps_the_node_identity() {
         Err(e) => e,
     };
     assert!(err.contains("eu-1") && err.contains("eu-2"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backup_route_is_for_admins_and_refuses_what_it_does_not_understand() {
+    use crate::admin_api::{config, Api, ACME, ADMIN};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path());
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+    let route = "/v1/admin/node/backup";
+    let to = dir.path().join("backups");
+    let body = json!({ "to": to, "keep": 3 });
+    assert_eq!(api.post(None, route, body.clone()).await.0, 401);
+    assert_eq!(api.post(Some(ACME), route, body.clone()).await.0, 403);
+    for (bad, code) in [
+        (json!({ "to": "backups" }), "bad_request"),
+        (json!({ "to": to, "keep": 0 }), "bad_request"),
+        (json!({ "to": to, "kept": 3 }), "unknown_field"),
+    ] {
+        let (status, answer) = api.post(Some(ADMIN), route, bad.clone()).await;
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (400, Some(code)),
+            "{bad}: {answer}"
+        );
+    }
+    assert!(!to.exists(), "a refused backup wrote nothing");
+    let (status, done) = api.post(Some(ADMIN), route, body).await;
+    assert_eq!(status, 200, "{done}");
+    let name = done["name"].as_str().unwrap();
+    // No [node] in the config: the id the first boot generated names it.
+    assert!(parse_node(name).starts_with('n'), "{done}");
+    assert_eq!(names(&to), vec![name.to_owned()]);
+    assert!(d.stop().success());
+    store_check(&to.join(name));
+}
+
+/// The node a backup's name ends with.
+fn parse_node(name: &str) -> &str {
+    name.rsplit_once("Z-").map_or("", |(_, n)| n)
 }
