@@ -7,6 +7,7 @@
 //! - `GET  /v1/admin/dlq`, `GET /v1/admin/dlq/{hook_id}`
 //! - `POST /v1/admin/replay` (`dry_run`, or a job: `202`)
 //! - `GET  /v1/admin/jobs`, `GET /v1/admin/jobs/{id}`, `GET /v1/admin/audit`
+//! - `GET  /v1/admin/node`, `POST /v1/admin/node/drain|undrain|backup`
 //! - `GET  /metrics` (admin callers)
 //!
 //! Invariants:
@@ -40,7 +41,9 @@ use super::clock::SharedClock;
 use super::config::AdminSettings;
 use super::metrics::Metrics;
 use ankusa_ops::access::{self, Peer, Principal};
-use ankusa_ops::model::{DaemonInfo, JobsPage, PauseRequest, PurgeRequest, ReplayRequest};
+use ankusa_ops::model::{
+    BackupRequest, DaemonInfo, JobsPage, PauseRequest, PurgeRequest, ReplayRequest,
+};
 use ankusa_ops::{jobs, node, pauses, reads, routes, OpsError};
 
 use super::job_runner::JobRunner;
@@ -272,6 +275,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route(routes::HISTORY, get(history))
         .route(routes::DRAIN, post(drain))
         .route(routes::UNDRAIN, post(undrain))
+        .route(routes::BACKUP, post(backup))
         .route(routes::SINKS, get(sinks_list))
         .route(routes::PAUSES, get(pauses_list).post(pause))
         .route(routes::RESUME, post(resume_pause))
@@ -463,6 +467,25 @@ async fn undrain(
     let n = blocking(move || node::undrain(&s.store, &who, now)).await?;
     tracing::warn!("the node no longer drains");
     Ok(Json(n).into_response())
+}
+
+/// A checkpoint taken with the daemon's own handle, beside its writes
+/// (ingest, dispatch and jobs go on).
+async fn backup(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(req): ApiBody<BackupRequest>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let done = blocking(move || ankusa_ops::backup::take(&s.store, &who, &req, now)).await?;
+    tracing::info!(
+        backup = %done.path,
+        bytes = done.bytes,
+        removed = done.removed.len(),
+        "backup written"
+    );
+    Ok(Json(done).into_response())
 }
 
 async fn sinks_list(

@@ -89,7 +89,7 @@ pub use clock::{Clock, SharedClock, SystemClock};
 pub use config::{ConfigError, DispatchSettings, Settings};
 pub use dispatch::{plan_tick, ActiveSet, SinkMap, SinkRoom};
 pub use error::DaemonError;
-pub use metrics::Metrics;
+pub use metrics::{without_node, Metrics};
 use writer::{Writer, WriterHandle};
 
 type Result<T> = std::result::Result<T, DaemonError>;

@@ -309,21 +309,17 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     let mut out = String::with_capacity(8192);
     // The same reads as the gauge tick `bench gauges` measures.
     let g = queries::gauges(store, now, TOP_TENANTS)?;
-    // A fleet's series are told apart by this one (docs/fleet.md): join on
-    // it rather than on the scrape address, which changes with the machine.
-    if let Some(n) = store.node() {
+    // The node's id and the daemon's version (docs/fleet.md).
+    if store.node().is_some() {
         let name = "ankusa_node_info";
         let _ = writeln!(
             out,
             "# HELP {name} The node's id in the fleet and the daemon's version (always 1)."
         );
         let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(
-            out,
-            "{name}{{node=\"{}\",version=\"{}\"}} 1",
-            n.id,
-            env!("CARGO_PKG_VERSION")
-        );
+        // `node` itself is added to this sample like to every other one
+        // ([`label_node`]).
+        let _ = writeln!(out, "{name}{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
     }
     let node = g.node;
     let gauge = |out: &mut String, name: &str, help: &str, v: &dyn std::fmt::Display| {
@@ -472,11 +468,15 @@ pub async fn respond(
 ) -> axum::response::Response {
     use axum::http::{header, StatusCode};
     use axum::response::IntoResponse;
+    let node = store.node().map(|n| n.id.to_string());
     let queue = tokio::task::spawn_blocking(move || render_queue(&store, now)).await;
     match queue {
         Ok(Ok(q)) => {
             let mut text = metrics.render();
             text.push_str(&q);
+            if let Some(node) = node {
+                text = label_node(&text, &node);
+            }
             (
                 [(
                     header::CONTENT_TYPE,
@@ -499,6 +499,67 @@ pub async fn respond(
             format!("metrics task failed: {e}\n"),
         )
             .into_response(),
+    }
+}
+
+/// `text` (the Prometheus text format) with `node="<node>"` as the first
+/// label of every sample, so one Prometheus scraping a fleet tells the
+/// nodes' series apart by the node's own name, whatever address it is
+/// scraped at (docs/fleet.md). Added here, once, after every family is
+/// rendered, so a family added later cannot miss it. A sample line is the
+/// metric name (which never holds `{` or a space), then its labels in
+/// braces or none, then the value.
+pub fn label_node(text: &str, node: &str) -> String {
+    let label = format!("node=\"{}\"", escape_label(node));
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for line in text.split_inclusive('\n') {
+        if line.starts_with('#') || line.trim().is_empty() {
+            out.push_str(line);
+            continue;
+        }
+        let end = line.find(['{', ' ']).unwrap_or(line.len());
+        let (name, rest) = line.split_at(end);
+        out.push_str(name);
+        match rest.strip_prefix('{') {
+            Some(labels) if labels.starts_with('}') => {
+                out.push('{');
+                out.push_str(&label);
+                out.push_str(labels);
+            }
+            Some(labels) => {
+                out.push('{');
+                out.push_str(&label);
+                out.push(',');
+                out.push_str(labels);
+            }
+            None => {
+                out.push('{');
+                out.push_str(&label);
+                out.push('}');
+                out.push_str(rest);
+            }
+        }
+    }
+    out
+}
+
+/// A sample's series (`name` or `name{labels}`, as a page line has it
+/// before its value) without the `node` label [`label_node`] put first:
+/// what a reader of one node's page (the demo's summary, the tests)
+/// matches on. A series without it comes back as it is.
+pub fn without_node(series: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let Some((name, rest)) = series.split_once("{node=\"") else {
+        return Cow::Borrowed(series);
+    };
+    // A node id never holds a quote or a backslash (`NodeId`), so its
+    // value ends at the first quote.
+    let Some((_, after)) = rest.split_once('"') else {
+        return Cow::Borrowed(series);
+    };
+    match after.strip_prefix(',') {
+        Some(labels) => Cow::Owned(format!("{name}{{{labels}")),
+        None => Cow::Owned(name.to_owned()),
     }
 }
 
@@ -762,6 +823,23 @@ mod tests {
         assert!(text.contains("ankusa_ingest_ack_seconds_bucket{le=\"0.002\"} 0\n"));
         assert!(text.contains("ankusa_ingest_ack_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(text.contains("ankusa_ingest_ack_seconds_count 1\n"));
+        let labelled = label_node(&text, "eu-1");
+        assert!(
+            labelled
+                .contains("ankusa_ingest_requests_total{node=\"eu-1\",outcome=\"accepted\"} 2\n"),
+            "{labelled}"
+        );
+        assert!(labelled.contains("ankusa_ingest_ack_seconds_count{node=\"eu-1\"} 1\n"));
+        assert!(labelled.contains("# TYPE ankusa_ingest_ack_seconds histogram\n"));
+        // Taking the label off gives every sample back as it was.
+        let back: Vec<String> = labelled
+            .lines()
+            .map(|l| match l.rsplit_once(' ') {
+                Some((series, v)) if !l.starts_with('#') => format!("{} {v}", without_node(series)),
+                _ => l.to_owned(),
+            })
+            .collect();
+        assert_eq!(back, text.lines().collect::<Vec<_>>());
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let value = line.rsplit(' ').next().unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");

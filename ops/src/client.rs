@@ -121,7 +121,7 @@ impl Client {
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, OpsError> {
-        self.call(Method::GET, path, None)
+        self.call(Method::GET, path, None, self.timeout)
     }
 
     pub fn post<B: Serialize, T: DeserializeOwned>(
@@ -129,9 +129,20 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, OpsError> {
+        self.post_within(path, body, self.timeout)
+    }
+
+    /// [`Client::post`] for a call that works before it answers (a backup
+    /// copying a large store to another disk), waiting up to `timeout`.
+    pub fn post_within<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<T, OpsError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| OpsError::Internal(format!("cannot encode the request: {e}")))?;
-        self.call(Method::POST, path, Some(bytes))
+        self.call(Method::POST, path, Some(bytes), timeout)
     }
 
     fn call<T: DeserializeOwned>(
@@ -139,16 +150,17 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+        timeout: Duration,
     ) -> Result<T, OpsError> {
         let fut = request(&self.transport, self.token.as_deref(), method, path, body);
         let (status, bytes) = self
             .rt
-            .block_on(async { tokio::time::timeout(self.timeout, fut).await })
+            .block_on(async { tokio::time::timeout(timeout, fut).await })
             .map_err(|_| {
                 OpsError::Unavailable(format!(
                     "the daemon at {} did not answer within {}",
                     self.transport,
-                    humantime::format_duration(self.timeout)
+                    humantime::format_duration(timeout)
                 ))
             })??;
         if (200..300).contains(&status) {

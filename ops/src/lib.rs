@@ -18,6 +18,8 @@
 //! - [`reads`]: bounded reads: stats, tenant pages, DLQ pages and entries.
 //! - [`jobs`]: purge and replay as resumable, audited jobs.
 //! - [`node`]: drain and undrain.
+//! - [`backup`]: backups of the store (named, complete or absent, with a
+//!   retention) and their restore.
 //! - [`pauses`]: pause and resume of tenants and sinks.
 //! - [`replay`]: dead rows back to due, chunk by chunk.
 //! - `unpark`: a resume job's chunks (parked rows due again).
@@ -32,6 +34,7 @@
 //!   every node under one deadline, and the merged answers.
 
 pub mod access;
+pub mod backup;
 pub mod client;
 pub mod fleet;
 pub mod jobs;

@@ -567,3 +567,50 @@ pub struct NodeHistory {
     pub step_ms: u64,
     pub samples: Vec<HistorySample>,
 }
+
+/// `POST /v1/admin/node/backup`: take a backup into `to` (an absolute
+/// directory, created if missing), then keep this node's newest `keep`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRequest {
+    pub to: std::path::PathBuf,
+    #[serde(default)]
+    pub keep: Option<usize>,
+}
+
+/// A backup written ([`crate::backup::take`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupDone {
+    /// The backup's directory.
+    pub path: String,
+    /// Its name in the backups directory (time, then node).
+    pub name: String,
+    /// The node it belongs to (none for a store without an id).
+    pub node: Option<String>,
+    /// When the checkpoint was taken (ms since the epoch).
+    pub taken_at: u64,
+    pub files: u64,
+    /// Bytes of its files (hard links to the store's own files when on the
+    /// store's filesystem: those cost no space).
+    pub bytes: u64,
+    /// This node's older backups deleted by the retention.
+    pub removed: Vec<String>,
+    /// Partial backups a crash had left, removed first.
+    pub cleaned: Vec<String>,
+}
+
+/// A backup copied into a store directory ([`crate::backup::restore`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restored {
+    pub store: String,
+    pub from: String,
+    /// The node identity the store carries (from the backup).
+    pub node: Option<String>,
+    /// When the backup was taken (ms since the epoch).
+    pub taken_at: u64,
+    pub files: u64,
+    pub bytes: u64,
+    /// The seq of the next hook: [`crate::backup::SEQ_GAP`] past the
+    /// backup's, so no id the lost store minted after it is minted again.
+    pub next_seq: u64,
+}

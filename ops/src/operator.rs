@@ -18,11 +18,16 @@ use ankusa_store::Store;
 use crate::access::Principal;
 use crate::client::Client;
 use crate::model::{
-    DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeHistory, NodeState, PauseRequest, Paused,
-    PausesPage, PurgeRequest, ReplayRequest, Resumed, SinksPage, Stats, TenantDetail, TenantsPage,
+    BackupDone, BackupRequest, DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeHistory,
+    NodeState, PauseRequest, Paused, PausesPage, PurgeRequest, ReplayRequest, Resumed, SinksPage,
+    Stats, TenantDetail, TenantsPage,
 };
 use crate::routes::{self, encode as enc};
-use crate::{jobs, node, pauses, reads, Result};
+use crate::{backup, jobs, node, pauses, reads, Result};
+
+/// How long a backup through the daemon may take before the caller gives
+/// up waiting (the daemon finishes it all the same).
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 
 /// Where operations go. `S` is how the store is held: owned (`Box<Store>`,
 /// the command line) or lent (`&Store`, the console).
@@ -199,6 +204,20 @@ impl<S: Deref<Target = Store>> Operator<S> {
             (Operator::Daemon(c), false) => c.post(routes::UNDRAIN, &serde_json::json!({})),
             (Operator::Store { store, who }, true) => node::drain(store, who, now),
             (Operator::Store { store, who }, false) => node::undrain(store, who, now),
+        }
+    }
+
+    /// Takes a backup of the store ([`backup::take`]): the daemon takes it
+    /// with its own handle beside its writes, or this process on the store
+    /// it holds as its writer.
+    pub fn backup(&self, req: &BackupRequest) -> Result<BackupDone> {
+        match self {
+            // A checkpoint onto another disk copies the whole store: give
+            // it the time a copy of a large store takes.
+            Operator::Daemon(c) => c.post_within(routes::BACKUP, req, BACKUP_TIMEOUT),
+            Operator::Store { store, who } => {
+                backup::take(store, who, req, ankusa_store::system_now_ms())
+            }
         }
     }
 

@@ -32,6 +32,8 @@ pub const NODE: &str = "/v1/admin/node";
 pub const DRAIN: &str = "/v1/admin/node/drain";
 /// `POST`: stop draining.
 pub const UNDRAIN: &str = "/v1/admin/node/undrain";
+/// `POST`: take a backup of the store (admin; audited).
+pub const BACKUP: &str = "/v1/admin/node/backup";
 /// `GET`: the daemon's samples of the node's last hour (admin).
 pub const HISTORY: &str = "/v1/admin/history";
 /// `GET`: the node's sinks.

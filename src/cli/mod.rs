@@ -197,13 +197,42 @@ pub enum StoreCommand {
     /// Rows moved aside because they did not decode.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
-    /// Write a consistent copy of a store no daemon holds (a RocksDB checkpoint).
+    /// Write a consistent copy of the store (a RocksDB checkpoint): with
+    /// `--to`, a named backup taken beside a running daemon (or on the
+    /// stopped store), then the oldest beyond `--keep` deleted; with
+    /// `--out`, into one new directory, on a stopped store of any format.
     Backup {
         #[command(flatten)]
         store: StoreArg,
-        /// Directory to create for the copy.
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Directory of backups: the backup goes into a new directory in it
+        /// named after the time and the node.
+        #[arg(long, value_name = "BACKUPS", required_unless_present = "out")]
+        to: Option<PathBuf>,
+        /// With --to: keep this node's newest N backups there, delete the
+        /// older ones (only this node's complete backups are counted).
+        #[arg(long, value_name = "N", requires = "to", value_parser = clap::value_parser!(u64).range(1..))]
+        keep: Option<u64>,
+        /// Directory to create for the copy (a stopped store only; any
+        /// format, as before a migration).
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["to", "keep"])]
+        out: Option<PathBuf>,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a backup into a new or empty store directory (no daemon may
+    /// hold it); the node identity comes with it.
+    Restore {
+        /// The backup's directory (one `store backup --to` wrote).
+        #[arg(long, value_name = "BACKUP")]
+        from: PathBuf,
+        #[command(flatten)]
+        store: StoreArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -1,4 +1,4 @@
-//! `ankusa store info|check|fixture|repair|quarantine|backup`.
+//! `ankusa store info|check|fixture|repair|quarantine|backup|restore`.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -64,23 +64,15 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
             json,
         } => repair(&store.store, dry_run, json),
         StoreCommand::Quarantine(q) => quarantine(q),
-        StoreCommand::Backup { store, out } => {
-            if let Some(pid) = ankusa_store::lock::holder(&store.store)? {
-                return Err(failure::unavailable(format!(
-                    "a daemon (pid {pid}) holds {}; stop it before taking a backup",
-                    store.store.display()
-                )));
-            }
-            let started = Instant::now();
-            Store::backup(&store.store, &out)?;
-            println!(
-                "backed up {} to {} in {:.1}s",
-                store.store.display(),
-                out.display(),
-                started.elapsed().as_secs_f64()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        StoreCommand::Backup {
+            store,
+            admin,
+            to,
+            keep,
+            out,
+            json,
+        } => backup(&store.store, admin.token, to, keep, out, json),
+        StoreCommand::Restore { from, store, json } => restore(&from, &store.store, json),
         StoreCommand::Fixture {
             format,
             out,
@@ -485,4 +477,119 @@ fn quarantine(cmd: QuarantineCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `store backup`: `--to` through [`ankusa_ops::operator::Operator`] (the
+/// daemon when one runs, else the stopped store); `--out` on a stopped
+/// store only, any format.
+fn backup(
+    path: &std::path::Path,
+    token: Option<String>,
+    to: Option<std::path::PathBuf>,
+    keep: Option<u64>,
+    out: Option<std::path::PathBuf>,
+    json: bool,
+) -> Result<ExitCode> {
+    let started = Instant::now();
+    if let Some(out) = out {
+        if let Some(pid) = ankusa_store::lock::holder(path)? {
+            return Err(failure::unavailable(format!(
+                "a daemon (pid {pid}) holds {}; stop it before taking a backup with --out, or take one beside it with --to BACKUPS",
+                path.display()
+            )));
+        }
+        Store::backup(path, &out)?;
+        println!(
+            "backed up {} to {} in {:.1}s",
+            path.display(),
+            out.display(),
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(to) = to else {
+        return Err(failure::usage(
+            "store backup needs --to BACKUPS (or --out DIR)",
+        ));
+    };
+    // The daemon resolves paths from its own working directory.
+    let to =
+        std::path::absolute(&to).wrap_err_with(|| format!("cannot resolve {}", to.display()))?;
+    let keep = keep
+        .map(usize::try_from)
+        .transpose()
+        .map_err(|_| failure::usage("--keep is too large"))?;
+    let op = super::backend::open(path, token, true)?;
+    let done = op.backup(&ankusa_ops::model::BackupRequest { to, keep })?;
+    if json {
+        print_json(&done)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for c in &done.cleaned {
+        println!("removed {c} (a backup a crash interrupted)");
+    }
+    println!(
+        "backed up {} via {} to {} ({} files, {}) in {:.1}s",
+        path.display(),
+        op.describe(),
+        done.path,
+        done.files,
+        size(done.bytes),
+        started.elapsed().as_secs_f64()
+    );
+    for r in &done.removed {
+        println!("removed {r} (older than the newest {})", keep.unwrap_or(0));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `store restore`: a backup copied into a new or empty directory, with
+/// progress on a terminal.
+fn restore(from: &std::path::Path, path: &std::path::Path, json: bool) -> Result<ExitCode> {
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal() && !json;
+    let mut last = Instant::now();
+    let who = ankusa_ops::access::Principal::local(&ankusa_ops::access::Peer::me());
+    let now = ankusa_store::system_now_ms();
+    let r = ankusa_ops::backup::restore(from, path, &who, now, |done, total| {
+        if tty && (last.elapsed().as_millis() >= 200 || done == total) {
+            last = Instant::now();
+            eprint!(
+                "\r\x1b[Kcopying: {} of {} ({:.0}%)",
+                size(done),
+                size(total),
+                done as f64 * 100.0 / total.max(1) as f64
+            );
+            let _ = std::io::stderr().flush();
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    if json {
+        print_json(&r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "restored {} into {} ({} files, {}) in {:.1}s; node {}",
+        r.from,
+        r.store,
+        r.files,
+        size(r.bytes),
+        started.elapsed().as_secs_f64(),
+        r.node.as_deref().unwrap_or("(none recorded)")
+    );
+    println!(
+        "next hook id from seq {} on (ids the lost store minted after the backup are never reused)",
+        r.next_seq
+    );
+    println!(
+        "check it with `ankusa store check --store {}`, then start the daemon with this node's configuration",
+        r.store
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn size(n: u64) -> String {
+    output::bytes(i64::try_from(n).unwrap_or(i64::MAX))
 }

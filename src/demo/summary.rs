@@ -132,6 +132,10 @@ impl DaemonCounters {
             } else {
                 0
             };
+            // Every series carries the node's id (docs/fleet.md): match
+            // on the rest.
+            let series = ankusa_daemon::without_node(series);
+            let series = series.as_ref();
             if let Some(rest) = series.strip_prefix("ankusa_ingest_requests_total{outcome=\"") {
                 if let Some(code) = rest.strip_suffix("\"}") {
                     c.ingest.insert(code.to_owned(), v);
@@ -466,12 +470,14 @@ mod tests {
 
     #[test]
     fn metrics_are_read_from_prometheus_text() {
+        // A daemon's page has the node label on every sample; an older
+        // one had none: both read the same.
         let text = "# HELP x\n\
-            ankusa_ingest_requests_total{outcome=\"accepted\"} 12\n\
-            ankusa_ingest_requests_total{outcome=\"duplicate\"} 2\n\
+            ankusa_ingest_requests_total{node=\"eu-1\",outcome=\"accepted\"} 12\n\
+            ankusa_ingest_requests_total{node=\"eu-1\",outcome=\"duplicate\"} 2\n\
             ankusa_ingest_requests_total{outcome=\"signature_invalid\"} 3\n\
-            ankusa_ingest_requests_total{outcome=\"queue_full\"} 0\n\
-            ankusa_delivery_delivered_total 9\n\
+            ankusa_ingest_requests_total{node=\"eu-1\",outcome=\"queue_full\"} 0\n\
+            ankusa_delivery_delivered_total{node=\"eu-1\"} 9\n\
             ankusa_delivery_retried_total 4\n\
             ankusa_delivery_dead_total 1\n\
             ankusa_delivery_attempts_total 14\n";

@@ -279,6 +279,23 @@ impl Store {
     /// hard links where possible), opening it as its writer without changing
     /// its families, so a format 2 store stays a format 2 store.
     pub fn backup(path: &Path, out: &Path) -> Result<()> {
+        let descriptors = existing_descriptors(path)?;
+        let mut o = schema::db_options(false);
+        o.create_if_missing(false);
+        let db =
+            DB::open_cf_descriptors(&o, path, descriptors).map_err(|e| map_open_error(path, e))?;
+        Store::handle(db, path, Mode::Primary).checkpoint(out)
+    }
+
+    /// Writes a consistent copy of this open store at `out`, which must not
+    /// exist: a RocksDB checkpoint taken with this handle, so the daemon
+    /// takes one beside its own writes. It holds every write committed
+    /// before the call (RocksDB flushes the memtables and copies the live
+    /// WAL), hard links where `out` is on the store's filesystem, copies
+    /// elsewhere; RocksDB writes it under `out.tmp` and renames it when
+    /// complete. Only the store's writer can take one.
+    pub fn checkpoint(&self, out: &Path) -> Result<()> {
+        self.require_writable()?;
         if out.exists() {
             return Err(StoreError::Io {
                 path: out.to_path_buf(),
@@ -288,11 +305,7 @@ impl Store {
                 ),
             });
         }
-        let descriptors = existing_descriptors(path)?;
-        let mut o = schema::db_options(false);
-        o.create_if_missing(false);
-        let db =
-            DB::open_cf_descriptors(&o, path, descriptors).map_err(|e| map_open_error(path, e))?;
+        let db = self.db()?;
         let cp = rocksdb::checkpoint::Checkpoint::new(&db)?;
         cp.create_checkpoint(out)?;
         Ok(())
@@ -596,6 +609,24 @@ impl Store {
             Ok(ControlFlow::Break(()))
         })?;
         Ok(stored.max(last.map_or(1, |s| s.saturating_add(1))))
+    }
+
+    /// Moves the next seq forward by `gap` (a synced write of
+    /// `m:next_seq`) and returns the new next seq. A restored backup does
+    /// this: the lost store may have minted ids past the backup's, and a
+    /// sink that deduplicates on the id must never see one of them again
+    /// on another hook.
+    pub fn skip_seqs(&self, gap: u64) -> Result<u64> {
+        self.require_writable()?;
+        let next = self.next_seq()?.saturating_add(gap);
+        let mut b = Batch::new();
+        b.put(
+            Family::Meta,
+            meta::NEXT_SEQ.to_vec(),
+            next.to_be_bytes().to_vec(),
+        );
+        self.commit(b, true)?;
+        Ok(next)
     }
 
     pub(crate) fn get(&self, f: Family, key: &[u8]) -> Result<Option<Vec<u8>>> {

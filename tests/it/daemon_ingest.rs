@@ -87,7 +87,7 @@ async fn accepted_hooks_become_due_rows_under_their_tenant_with_counters_to_matc
         assert_eq!(status, 202, "{v}");
         shared.push(v["id"].as_str().unwrap().to_owned());
     }
-    let metrics = common::metrics_text(&c, &d).await;
+    let metrics = common::metrics_without_node(&c, &d).await;
     assert!(
         metrics.contains("ankusa_ingest_requests_total{outcome=\"accepted\"} 10"),
         "{metrics}"
@@ -332,7 +332,7 @@ async fn every_refusal_has_its_status_and_stable_code_and_stores_nothing() {
     let (st, _, v) = json_of(c.get(format!("{}/elsewhere", d.base)).send().await.unwrap()).await;
     assert_eq!((st, v["error"].as_str()), (404, Some("not_found")));
 
-    let metrics = common::metrics_text(&c, &d).await;
+    let metrics = common::metrics_without_node(&c, &d).await;
     for (code, n) in [
         ("token_invalid", 2),
         ("body_too_large", 2),
@@ -586,7 +586,8 @@ async fn a_full_writer_queue_answers_503_and_loses_nothing() {
     store_check(&dir.path().join("store"));
 }
 
-/// Reads `ankusa_ingest_requests_in_progress` from `/metrics`.
+/// Reads `ankusa_ingest_requests_in_progress` from `/metrics` (the
+/// node's label taken off).
 async fn in_progress(c: &reqwest::Client, base: &str) -> i64 {
     let text = c
         .get(format!("{base}/metrics"))
@@ -597,7 +598,12 @@ async fn in_progress(c: &reqwest::Client, base: &str) -> i64 {
         .await
         .unwrap();
     text.lines()
-        .find_map(|l| l.strip_prefix("ankusa_ingest_requests_in_progress "))
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            (ankusa_daemon::without_node(series) == "ankusa_ingest_requests_in_progress")
+                .then_some(v)
+        })
         .and_then(|v| v.parse().ok())
         .unwrap()
 }

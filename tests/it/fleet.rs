@@ -277,7 +277,7 @@ fn haproxy_config(bind: &str, nodes: &[&str]) -> String {
 }
 
 /// A running `haproxy`, killed on drop so a failed test leaves no process.
-struct Haproxy(std::process::Child);
+pub(crate) struct Haproxy(pub(crate) std::process::Child);
 
 impl Drop for Haproxy {
     fn drop(&mut self) {
@@ -286,7 +286,7 @@ impl Drop for Haproxy {
     }
 }
 
-fn haproxy_bin() -> &'static str {
+pub(crate) fn haproxy_bin() -> &'static str {
     for p in [
         "/usr/sbin/haproxy",
         "/usr/bin/haproxy",
@@ -299,7 +299,7 @@ fn haproxy_bin() -> &'static str {
     panic!("haproxy is not installed: `make prereqs` installs it (scripts/prereqs.sh)");
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -5,6 +5,7 @@
 
 mod admin_api;
 mod audit_parity;
+mod backup;
 mod batch;
 mod breaker;
 mod cli_migrate;
@@ -21,6 +22,8 @@ mod demo;
 mod drain;
 mod fleet;
 mod fleet_console;
+mod fleet_load;
+mod fleet_metrics;
 mod hostile;
 mod layers;
 mod pause;

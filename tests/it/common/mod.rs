@@ -232,17 +232,38 @@ pub async fn metrics_text(c: &reqwest::Client, d: &Daemon) -> String {
         .unwrap()
 }
 
-/// Reads one counter from the daemon's `/metrics`.
+/// The daemon's `/metrics` text with the `node` label taken off every
+/// sample, for tests that look for whole lines of one node's page.
+pub async fn metrics_without_node(c: &reqwest::Client, d: &Daemon) -> String {
+    let mut out = String::new();
+    for l in metrics_text(c, d).await.lines() {
+        match l.rsplit_once(' ') {
+            Some((series, v)) if !l.starts_with('#') => {
+                out.push_str(&format!("{} {v}\n", ankusa_daemon::without_node(series)));
+            }
+            _ => {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// Reads one sample from the daemon's `/metrics`: `name` is the series
+/// as the page writes it without the `node` label every sample carries
+/// (`ankusa_queue_rows{state="dead"}`).
 pub async fn metric(c: &reqwest::Client, d: &Daemon, name: &str) -> u64 {
     metrics_text(c, d)
         .await
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .find_map(|l| {
-            l.strip_prefix(name)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse::<f64>()
-                .ok()
+            let (series, value) = l.rsplit_once(' ')?;
+            if ankusa_daemon::without_node(series) != name {
+                return None;
+            }
+            value.trim().parse::<f64>().ok()
         })
         .map_or(0, |v| v as u64)
 }
