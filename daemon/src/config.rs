@@ -337,6 +337,15 @@ pub struct NodeSection {
 pub struct StoreSection {
     /// Store directory; relative paths are relative to the config file.
     pub path: PathBuf,
+    /// RocksDB's memory budget in bytes: one block cache for every family,
+    /// index and filter blocks and memtables charged to it
+    /// ([`ankusa_store::MemoryBudget`]).
+    #[serde(default = "default_store_cache")]
+    pub cache: Int<{ 8 * MIB }, { 1024 * 1024 * MIB }>,
+}
+
+fn default_store_cache() -> Int<{ 8 * MIB }, { 1024 * 1024 * MIB }> {
+    Int(ankusa_store::MemoryBudget::DEFAULT_BYTES as u64)
 }
 
 #[derive(Debug, Deserialize)]
@@ -669,6 +678,8 @@ pub struct WriterSettings {
 pub struct Settings {
     pub config_path: PathBuf,
     pub store_path: PathBuf,
+    /// `store.cache`: RocksDB's memory budget, in bytes.
+    pub store_cache: usize,
     /// `node.id`, when configured.
     pub node_id: Option<NodeId>,
     pub listen: SocketAddr,
@@ -737,6 +748,7 @@ impl Settings {
         Ok(Settings {
             config_path: path.to_path_buf(),
             store_path,
+            store_cache: to_usize(cfg.store.cache.0),
             node_id: cfg.node.id,
             listen: cfg.http.listen,
             max_body: usize::try_from(cfg.http.max_body.0).unwrap_or(usize::MAX),
