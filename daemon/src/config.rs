@@ -1107,6 +1107,7 @@ url = "http://127.0.0.1:9000/hooks"
     fn minimal_config_takes_every_default() {
         let s = parse(MINIMAL).unwrap();
         assert_eq!(s.store_path, PathBuf::from("/etc/ankusa/data"));
+        assert_eq!(s.store_cache, 64 << 20);
         assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(s.max_body, 1024 * 1024);
         assert_eq!(s.writer.queue, 4096);
@@ -1177,6 +1178,18 @@ url = "http://127.0.0.1:9000/hooks"
         assert!(e.contains("line 6"), "{e}");
         assert!(e.contains("writer.lingr"), "{e}");
         assert!(e.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn the_store_cache_is_read_in_bytes_and_refused_below_8_mib() {
+        let with =
+            |v: &str| MINIMAL.replace("path = \"data\"", &format!("path = \"data\"\ncache = {v}"));
+        assert_eq!(parse(&with("268435456")).unwrap().store_cache, 256 << 20);
+        let e = parse(&with("1048576")).unwrap_err().to_string();
+        assert!(
+            e.contains("cache") && e.contains("must be between 8388608"),
+            "{e}"
+        );
     }
 
     #[test]
