@@ -337,6 +337,15 @@ pub struct NodeSection {
 pub struct StoreSection {
     /// Store directory; relative paths are relative to the config file.
     pub path: PathBuf,
+    /// RocksDB's memory budget in bytes: one block cache for every family,
+    /// index and filter blocks and memtables charged to it
+    /// ([`ankusa_store::MemoryBudget`]).
+    #[serde(default = "default_store_cache")]
+    pub cache: Int<{ 8 * MIB }, { 1024 * 1024 * MIB }>,
+}
+
+fn default_store_cache() -> Int<{ 8 * MIB }, { 1024 * 1024 * MIB }> {
+    Int(ankusa_store::MemoryBudget::DEFAULT_BYTES as u64)
 }
 
 #[derive(Debug, Deserialize)]
@@ -669,6 +678,8 @@ pub struct WriterSettings {
 pub struct Settings {
     pub config_path: PathBuf,
     pub store_path: PathBuf,
+    /// `store.cache`: RocksDB's memory budget, in bytes.
+    pub store_cache: usize,
     /// `node.id`, when configured.
     pub node_id: Option<NodeId>,
     pub listen: SocketAddr,
@@ -737,6 +748,7 @@ impl Settings {
         Ok(Settings {
             config_path: path.to_path_buf(),
             store_path,
+            store_cache: to_usize(cfg.store.cache.0),
             node_id: cfg.node.id,
             listen: cfg.http.listen,
             max_body: usize::try_from(cfg.http.max_body.0).unwrap_or(usize::MAX),
@@ -1095,6 +1107,7 @@ url = "http://127.0.0.1:9000/hooks"
     fn minimal_config_takes_every_default() {
         let s = parse(MINIMAL).unwrap();
         assert_eq!(s.store_path, PathBuf::from("/etc/ankusa/data"));
+        assert_eq!(s.store_cache, 64 << 20);
         assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(s.max_body, 1024 * 1024);
         assert_eq!(s.writer.queue, 4096);
@@ -1165,6 +1178,18 @@ url = "http://127.0.0.1:9000/hooks"
         assert!(e.contains("line 6"), "{e}");
         assert!(e.contains("writer.lingr"), "{e}");
         assert!(e.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn the_store_cache_is_read_in_bytes_and_refused_below_8_mib() {
+        let with =
+            |v: &str| MINIMAL.replace("path = \"data\"", &format!("path = \"data\"\ncache = {v}"));
+        assert_eq!(parse(&with("268435456")).unwrap().store_cache, 256 << 20);
+        let e = parse(&with("1048576")).unwrap_err().to_string();
+        assert!(
+            e.contains("cache") && e.contains("must be between 8388608"),
+            "{e}"
+        );
     }
 
     #[test]

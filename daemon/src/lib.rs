@@ -204,7 +204,7 @@ pub struct Daemon {
 impl Daemon {
     /// Opens the store, recovers inflight rows and readies the writer.
     pub fn boot(settings: Settings, clock: SharedClock) -> Result<Daemon> {
-        let store = Arc::new(open_store(&settings.store_path)?);
+        let store = Arc::new(open_store(&settings.store_path, settings.store_cache)?);
         let node = claim_node(&store, &settings)?;
         tracing::info!(node = %node.id, since_seq = node.since_seq, "node identity");
         let now = clock.now_ms();
@@ -547,10 +547,10 @@ fn announce_listening(addr: SocketAddr, store: &Path) {
     tracing::info!(%addr, "listening");
 }
 
-/// Opens (or creates) the store as its one writer, with errors that say
-/// what to do.
-fn open_store(path: &Path) -> Result<Store> {
-    match Store::create_or_open(path) {
+/// Opens (or creates) the store as its one writer, RocksDB's memory within
+/// `cache` bytes, with errors that say what to do.
+fn open_store(path: &Path, cache: usize) -> Result<Store> {
+    match Store::create_or_open_within(path, ankusa_store::MemoryBudget::new(cache)) {
         Ok(s) => Ok(s),
         Err(StoreError::Locked { .. }) => {
             let pid = ankusa_store::lock::holder(path).ok().flatten();

@@ -381,7 +381,7 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     let name = "ankusa_store_memory_bytes";
     let _ = writeln!(
         out,
-        "# HELP {name} RocksDB memory by part: block caches, memtables, index and filter blocks of open files.\n# TYPE {name} gauge"
+        "# HELP {name} RocksDB memory by part: the shared block cache (data, index and filter blocks), memtables, what open table files keep outside the cache.\n# TYPE {name} gauge"
     );
     for (part, v) in [
         ("block_cache", mem.block_cache),
@@ -390,6 +390,12 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     ] {
         let _ = writeln!(out, "{name}{{part=\"{part}\"}} {v}");
     }
+    let name = "ankusa_store_memory_budget_bytes";
+    let _ = writeln!(
+        out,
+        "# HELP {name} RocksDB's configured memory budget ([store] cache): block cache and memtables together.\n# TYPE {name} gauge\n{name} {}",
+        mem.budget
+    );
     // Rows waiting per sink: one multi-get over the catalog (the
     // configuration's sinks, so the labels stay bounded). Absent until a
     // store an earlier release wrote is counted.

@@ -65,7 +65,7 @@ pub use counters::{Counters, Field, Total, Totals};
 pub use error::{DecodeError, Result, StoreError};
 pub use node_id::{NodeId, NodeIdentity};
 pub use rows::{DeadRow, DueRow, InflightRow};
-pub use schema::{Family, FORMAT};
+pub use schema::{Family, MemoryBudget, FORMAT};
 pub use store::{Mode, Store, StoreMemory, WriteFault};
 pub use values::{Envelope, HookId, HookIdError, Kind};
 

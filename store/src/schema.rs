@@ -1,12 +1,24 @@
 //! Column families and their options: the one function every opener uses.
 //!
 //! The daemon, the console, the CLI, the migration and the tests all open a
-//! store through [`db_options`] and [`family_options`], so the counters
-//! family can never be opened without its merge operator (reading a merge
-//! operand without the operator is an error in RocksDB, and writing one with a
-//! different operator would corrupt the sums).
+//! store through [`db_options`] and [`family_options_within`], so the
+//! counters family can never be opened without its merge operator (reading a
+//! merge operand without the operator is an error in RocksDB, and writing one
+//! with a different operator would corrupt the sums).
+//!
+//! RocksDB's memory for one open store is bounded by one figure, its
+//! [`MemoryBudget`]: every family shares one block cache of that size; the
+//! index and filter blocks of open table files are charged to it (instead
+//! of living beside it, one set per open file); and the memtables of all
+//! families are bounded by a write buffer manager that reserves their
+//! memory in the same cache. So what RocksDB holds does not grow with the
+//! backlog, the number of table files or the number of families, only with
+//! the configured budget (docs/configuration.md, `[store] cache`).
 
-use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options,
+    WriteBufferManager,
+};
 
 use crate::counters;
 
@@ -71,10 +83,81 @@ impl Family {
     }
 }
 
+/// RocksDB's memory budget for one open store: a block cache shared by every
+/// family, with the memtables' memory reserved in it (see the module doc).
+/// Cheap to clone: clones share the cache.
+#[derive(Clone)]
+pub struct MemoryBudget {
+    bytes: usize,
+    cache: Cache,
+    buffers: WriteBufferManager,
+}
+
+impl std::fmt::Debug for MemoryBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBudget")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryBudget {
+    /// The budget of a store opened without one (`[store] cache`'s default).
+    pub const DEFAULT_BYTES: usize = 64 << 20;
+    /// The smallest budget: below it the memtables' share (half) would be
+    /// smaller than one family's write buffer, and flushes would follow
+    /// every few writes.
+    pub const MIN_BYTES: usize = 8 << 20;
+
+    /// A budget of `bytes` (at least [`Self::MIN_BYTES`]). Memtables may
+    /// take up to half of it; blocks read (data, index, filter) take the
+    /// rest, and all of it while the memtables are small.
+    pub fn new(bytes: usize) -> Self {
+        let bytes = bytes.max(Self::MIN_BYTES);
+        let cache = Cache::new_lru_cache(bytes);
+        // No stall: past its size the manager flushes the largest
+        // memtable; stalling the writer would hold acknowledgements on a
+        // memory figure rather than on the disk.
+        let buffers = WriteBufferManager::new_write_buffer_manager_with_cache(
+            bytes / 2,
+            false,
+            cache.clone(),
+        );
+        MemoryBudget {
+            bytes,
+            cache,
+            buffers,
+        }
+    }
+
+    /// The configured size, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Bytes the shared cache holds now: blocks read, and the memtables'
+    /// reservation.
+    pub(crate) fn cache_usage(&self) -> usize {
+        self.cache.get_usage()
+    }
+
+    /// Bytes of memtable memory reserved in the cache.
+    pub(crate) fn memtable_usage(&self) -> usize {
+        self.buffers.get_usage()
+    }
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget::new(Self::DEFAULT_BYTES)
+    }
+}
+
 /// Database-wide options. `create` is true only for the primary opener of a
 /// store that may not exist yet.
-pub fn db_options(create: bool) -> Options {
+pub fn db_options(create: bool, budget: &MemoryBudget) -> Options {
     let mut o = Options::default();
+    o.set_write_buffer_manager(&budget.buffers);
     o.create_if_missing(create);
     o.create_missing_column_families(create);
     // Two cores on the reference machine: one flush and one compaction lane.
@@ -132,20 +215,30 @@ pub(crate) fn migration_options(f: Family, on: bool) -> [(&'static str, String);
     }
 }
 
-/// Options of one family. The only place family options are decided.
+/// Options of one family, with a budget of its own: for tests that open a
+/// store with RocksDB directly and need the families' options (the merge
+/// operator above all). A store's openers use [`family_options_within`]
+/// with the one budget of the open store.
 pub fn family_options(f: Family) -> Options {
+    family_options_within(f, &MemoryBudget::default())
+}
+
+/// Options of one family, its blocks cached in `budget`. The only place
+/// family options are decided.
+pub fn family_options_within(f: Family, budget: &MemoryBudget) -> Options {
     let mut o = Options::default();
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
-    // RocksDB's default block cache is 8 MiB for everything; hooks and
-    // deliveries are read in due-time order, i.e. at random by seq (the
-    // dispatcher, replay, the migration), and the index is read on every
-    // tick. LRU caches grow on use, so a small store costs nothing extra.
-    let cache_mib = match f {
-        Family::Hooks | Family::Deliveries | Family::Index => 64,
-        _ => 8,
-    };
-    table.set_block_cache(&Cache::new_lru_cache(cache_mib << 20));
+    // One cache for every family: which family's blocks deserve the memory
+    // (hooks and deliveries read at random by seq, the index on every tick)
+    // is the cache's choice by use, not a split fixed in advance.
+    table.set_block_cache(&budget.cache);
+    // Index and filter blocks in the cache, charged to the budget: left
+    // beside it, each open table file keeps its own for as long as it is
+    // open, which grows with the store. Those of level 0 files, read by
+    // every lookup, stay pinned while their file lives.
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     match f {
         Family::Hooks | Family::Deliveries => {
             o.set_compression_type(DBCompressionType::Lz4);
@@ -171,6 +264,6 @@ pub fn family_options(f: Family) -> Options {
     o
 }
 
-pub fn descriptor(f: Family) -> ColumnFamilyDescriptor {
-    ColumnFamilyDescriptor::new(f.name(), family_options(f))
+pub fn descriptor(f: Family, budget: &MemoryBudget) -> ColumnFamilyDescriptor {
+    ColumnFamilyDescriptor::new(f.name(), family_options_within(f, budget))
 }

@@ -28,7 +28,7 @@ use rocksdb::{ColumnFamily, DBRawIterator, ReadOptions, WriteBatch, WriteOptions
 use crate::batch::{Batch, OpKind};
 use crate::error::{Result, StoreError};
 use crate::keys::meta;
-use crate::schema::{self, Family, FORMAT, FORMAT_V2};
+use crate::schema::{self, Family, MemoryBudget, FORMAT, FORMAT_V2};
 
 /// How a store was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +95,9 @@ pub struct Store {
     /// The node's identity once read or recorded ([`crate::node`]): it
     /// never changes once stored, so it is read at most once per handle.
     node: std::sync::OnceLock<crate::node_id::NodeIdentity>,
+    /// RocksDB's memory for this handle, kept for [`Store::reopen`] and
+    /// [`Store::memory`].
+    budget: MemoryBudget,
 }
 
 impl std::fmt::Debug for Store {
@@ -143,12 +146,15 @@ fn decode_u64_meta(b: &[u8], what: &'static str) -> Result<u64> {
 
 /// Descriptors for the families a store has (whatever its format), with
 /// the one set of options.
-fn existing_descriptors(path: &Path) -> Result<Vec<rocksdb::ColumnFamilyDescriptor>> {
+fn existing_descriptors(
+    path: &Path,
+    budget: &MemoryBudget,
+) -> Result<Vec<rocksdb::ColumnFamilyDescriptor>> {
     Ok(probe(path)?
         .families
         .iter()
         .filter_map(|n| Family::from_name(n))
-        .map(schema::descriptor)
+        .map(|f| schema::descriptor(f, budget))
         .collect())
 }
 
@@ -158,11 +164,13 @@ pub fn probe(path: &Path) -> Result<Probe> {
     if !path.join("CURRENT").exists() {
         return Err(StoreError::Missing(path.to_path_buf()));
     }
-    let families = DB::list_cf(&schema::db_options(false), path)?;
+    // A few meta keys are read: the smallest budget is plenty.
+    let budget = MemoryBudget::new(MemoryBudget::MIN_BYTES);
+    let families = DB::list_cf(&schema::db_options(false, &budget), path)?;
     let db = DB::open_cf_descriptors_read_only(
-        &schema::db_options(false),
+        &schema::db_options(false, &budget),
         path,
-        vec![schema::descriptor(Family::Meta)],
+        vec![schema::descriptor(Family::Meta, &budget)],
         false,
     )?;
     let format = match db.get(meta::FORMAT)? {
@@ -182,23 +190,35 @@ impl Store {
     /// Opens the store at `path` as its one writer, creating it (at format 3)
     /// when the directory holds no store.
     pub fn create_or_open(path: &Path) -> Result<Store> {
+        Self::create_or_open_within(path, MemoryBudget::default())
+    }
+
+    /// [`Store::create_or_open`] with RocksDB's memory bounded by `budget`
+    /// (the daemon's `[store] cache`) instead of the default.
+    pub fn create_or_open_within(path: &Path, budget: MemoryBudget) -> Result<Store> {
         if !path.join("CURRENT").exists() {
-            return Self::create_stamped(path, &Family::ALL, FORMAT);
+            return Self::create_stamped(path, &Family::ALL, FORMAT, budget);
         }
-        Self::open(path)
+        Self::open_within(path, budget)
     }
 
     /// Opens an existing format 3 store as its one writer.
     pub fn open(path: &Path) -> Result<Store> {
-        let db = Self::open_raw(path, Mode::Primary)?;
-        Self::checked(db, path, Mode::Primary)
+        Self::open_within(path, MemoryBudget::default())
+    }
+
+    /// [`Store::open`] within `budget`.
+    pub fn open_within(path: &Path, budget: MemoryBudget) -> Result<Store> {
+        let db = Self::open_raw(path, Mode::Primary, &budget)?;
+        Self::checked(db, path, Mode::Primary, budget)
     }
 
     /// Opens an existing format 3 store read-only (no lock taken; sees the
     /// state at open time).
     pub fn open_read_only(path: &Path) -> Result<Store> {
-        let db = Self::open_raw(path, Mode::ReadOnly)?;
-        Self::checked(db, path, Mode::ReadOnly)
+        let budget = MemoryBudget::default();
+        let db = Self::open_raw(path, Mode::ReadOnly, &budget)?;
+        Self::checked(db, path, Mode::ReadOnly, budget)
     }
 
     /// Opens a follower of the primary at `path`, keeping its own info log
@@ -208,8 +228,9 @@ impl Store {
         let mode = Mode::Secondary {
             dir: secondary_dir.to_path_buf(),
         };
-        let db = Self::open_raw(path, mode.clone())?;
-        Self::checked(db, path, mode)
+        let budget = MemoryBudget::default();
+        let db = Self::open_raw(path, mode.clone(), &budget)?;
+        Self::checked(db, path, mode, budget)
     }
 
     /// Opens a primary store whatever its format, for the migration (and
@@ -218,11 +239,16 @@ impl Store {
         if !path.join("CURRENT").exists() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
-        let mut o = schema::db_options(true);
+        let budget = MemoryBudget::default();
+        let mut o = schema::db_options(true, &budget);
         o.create_if_missing(false);
-        let db = DB::open_cf_descriptors(&o, path, Family::ALL.map(schema::descriptor))
-            .map_err(|e| map_open_error(path, e))?;
-        Ok(Store::handle(db, path, Mode::Primary))
+        let db = DB::open_cf_descriptors(
+            &o,
+            path,
+            Family::ALL.map(|f| schema::descriptor(f, &budget)),
+        )
+        .map_err(|e| map_open_error(path, e))?;
+        Ok(Store::handle(db, path, Mode::Primary, budget))
     }
 
     /// Creates a store in the previous release's layout (format 2: no
@@ -237,20 +263,25 @@ impl Store {
                 ),
             });
         }
-        Self::create_stamped(path, &Family::V2, FORMAT_V2)
+        Self::create_stamped(path, &Family::V2, FORMAT_V2, MemoryBudget::default())
     }
 
     /// Creates a new store with `families`, stamped `format` in a synced
     /// write before anyone can see it.
-    fn create_stamped(path: &Path, families: &[Family], format: u32) -> Result<Store> {
+    fn create_stamped(
+        path: &Path,
+        families: &[Family],
+        format: u32,
+        budget: MemoryBudget,
+    ) -> Result<Store> {
         std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         let db = DB::open_cf_descriptors(
-            &schema::db_options(true),
+            &schema::db_options(true, &budget),
             path,
-            families.iter().map(|f| schema::descriptor(*f)),
+            families.iter().map(|f| schema::descriptor(*f, &budget)),
         )
         .map_err(|e| map_open_error(path, e))?;
         let mut wo = WriteOptions::default();
@@ -262,29 +293,35 @@ impl Store {
             wb.put(meta::WAITING_COUNTED, []);
         }
         db.write_opt(wb, &wo)?;
-        Ok(Store::handle(db, path, Mode::Primary))
+        Ok(Store::handle(db, path, Mode::Primary, budget))
     }
 
     /// Opens whatever families a store has, read-only, whatever its format:
     /// for looking at a store before migrating it (dry-run, console).
     pub fn open_read_only_any_format(path: &Path) -> Result<Store> {
-        let descriptors = existing_descriptors(path)?;
-        let db =
-            DB::open_cf_descriptors_read_only(&schema::db_options(false), path, descriptors, false)
-                .map_err(|e| map_open_error(path, e))?;
-        Ok(Store::handle(db, path, Mode::ReadOnly))
+        let budget = MemoryBudget::default();
+        let descriptors = existing_descriptors(path, &budget)?;
+        let db = DB::open_cf_descriptors_read_only(
+            &schema::db_options(false, &budget),
+            path,
+            descriptors,
+            false,
+        )
+        .map_err(|e| map_open_error(path, e))?;
+        Ok(Store::handle(db, path, Mode::ReadOnly, budget))
     }
 
     /// Writes a consistent copy of the store at `out` (a RocksDB checkpoint:
     /// hard links where possible), opening it as its writer without changing
     /// its families, so a format 2 store stays a format 2 store.
     pub fn backup(path: &Path, out: &Path) -> Result<()> {
-        let descriptors = existing_descriptors(path)?;
-        let mut o = schema::db_options(false);
+        let budget = MemoryBudget::default();
+        let descriptors = existing_descriptors(path, &budget)?;
+        let mut o = schema::db_options(false, &budget);
         o.create_if_missing(false);
         let db =
             DB::open_cf_descriptors(&o, path, descriptors).map_err(|e| map_open_error(path, e))?;
-        Store::handle(db, path, Mode::Primary).checkpoint(out)
+        Store::handle(db, path, Mode::Primary, budget).checkpoint(out)
     }
 
     /// Writes a consistent copy of this open store at `out`, which must not
@@ -311,7 +348,7 @@ impl Store {
         Ok(())
     }
 
-    fn open_raw(path: &Path, mode: Mode) -> Result<DB> {
+    fn open_raw(path: &Path, mode: Mode, budget: &MemoryBudget) -> Result<DB> {
         let p = probe(path)?;
         match p.format {
             Some(f) if f > FORMAT => {
@@ -341,21 +378,21 @@ impl Store {
                 })
             }
         }
-        let descriptors = Family::ALL.map(schema::descriptor);
+        let descriptors = Family::ALL.map(|f| schema::descriptor(f, budget));
         let db = match &mode {
             Mode::Primary => {
-                let mut o = schema::db_options(true);
+                let mut o = schema::db_options(true, budget);
                 o.create_if_missing(false);
                 DB::open_cf_descriptors(&o, path, descriptors)
             }
             Mode::ReadOnly => DB::open_cf_descriptors_read_only(
-                &schema::db_options(false),
+                &schema::db_options(false, budget),
                 path,
                 descriptors,
                 false,
             ),
             Mode::Secondary { dir } => {
-                let mut o = schema::db_options(false);
+                let mut o = schema::db_options(false, budget);
                 // A follower must keep every file open: the primary may
                 // delete files the follower still reads (RocksDB's rule for
                 // secondary instances).
@@ -366,9 +403,9 @@ impl Store {
         db.map_err(|e| map_open_error(path, e))
     }
 
-    fn checked(db: DB, path: &Path, mode: Mode) -> Result<Store> {
+    fn checked(db: DB, path: &Path, mode: Mode, budget: MemoryBudget) -> Result<Store> {
         Self::check_families(&db)?;
-        let store = Store::handle(db, path, mode);
+        let store = Store::handle(db, path, mode, budget);
         store.load_node()?;
         Ok(store)
     }
@@ -382,8 +419,9 @@ impl Store {
         Ok(())
     }
 
-    fn handle(db: DB, path: &Path, mode: Mode) -> Store {
+    fn handle(db: DB, path: &Path, mode: Mode, budget: MemoryBudget) -> Store {
         Store {
+            budget,
             db: RwLock::new(Some(Arc::new(db))),
             fault: Mutex::new(None),
             generation: AtomicU64::new(0),
@@ -530,7 +568,7 @@ impl Store {
             // releases its lock, which the open below takes again.
             drop(old);
         }
-        let db = Self::open_raw(&self.path, Mode::Primary)?;
+        let db = Self::open_raw(&self.path, Mode::Primary, &self.budget)?;
         Self::check_families(&db)?;
         *self
             .db
@@ -653,7 +691,7 @@ impl Store {
         }
         let db = self.db()?;
         let mut wb = WriteBatch::default();
-        for op in &batch.ops {
+        for op in write_order(&batch.ops) {
             let cf = Self::cf_in(&db, op.fam)?;
             match &op.kind {
                 OpKind::Put(v) => wb.put_cf(cf, &op.key, v),
@@ -663,7 +701,12 @@ impl Store {
         }
         if !batch.deltas.is_empty() {
             let counters = Self::cf_in(&db, Family::Counters)?;
-            for (k, v) in batch.deltas.merge_ops() {
+            // In key order, for the reason of `write_order`: the operands
+            // come grouped by kind (fields, then totals), each group by
+            // ordinal. Merges on one key commute, so any order is correct.
+            let mut merges = batch.deltas.merge_ops();
+            merges.sort_unstable_by_key(|m| m.0);
+            for (k, v) in merges {
                 wb.merge_cf(counters, k, v);
             }
             if !batch.sinks_uncounted {
@@ -753,14 +796,16 @@ impl Store {
         Ok(())
     }
 
-    /// RocksDB's estimate of the keys in a family (cheap; approximate).
-    /// RocksDB's own memory, summed over the families: the part of a
-    /// process's resident memory the store's configuration bounds (block
-    /// caches, memtables, and the index and filter blocks of open table
-    /// files), so a reader can tell it from the rest.
+    /// RocksDB's own memory: the part of a process's resident memory the
+    /// store's [`MemoryBudget`] bounds (blocks in the shared cache, index
+    /// and filter blocks included; memtables; what open table files keep
+    /// outside the cache), so a reader can tell it from the rest.
     pub fn memory(&self) -> Result<StoreMemory> {
         let db = self.db()?;
-        let mut m = StoreMemory::default();
+        let mut m = StoreMemory {
+            budget: self.budget.bytes() as u64,
+            ..StoreMemory::default()
+        };
         for f in Family::ALL {
             let Ok(cf) = Self::cf_in(&db, f) else {
                 continue;
@@ -768,19 +813,49 @@ impl Store {
             let prop = |name: &str| -> Result<u64> {
                 Ok(db.property_int_value_cf(cf, name)?.unwrap_or(0))
             };
-            m.block_cache += prop("rocksdb.block-cache-usage")?;
             m.memtables += prop("rocksdb.cur-size-all-mem-tables")?;
             m.table_readers += prop("rocksdb.estimate-table-readers-mem")?;
         }
+        // The cache is shared by the families (a per-family property would
+        // count it once per family) and holds the memtables' reservation,
+        // which is counted above.
+        m.block_cache = self
+            .budget
+            .cache_usage()
+            .saturating_sub(self.budget.memtable_usage()) as u64;
         Ok(m)
     }
 
+    /// RocksDB's estimate of the keys in a family (cheap; approximate).
     pub fn estimate_keys(&self, f: Family) -> Result<u64> {
         let db = self.db()?;
         Ok(db
             .property_int_value_cf(Self::cf_in(&db, f)?, "rocksdb.estimate-num-keys")?
             .unwrap_or(0))
     }
+}
+
+/// The order in which a batch's operations go into RocksDB's write batch:
+/// by family and key, operations on one key in the order they were added
+/// (a stable sort), unless the batch deletes a range.
+///
+/// Why: RocksDB inserts a write batch into each family's skip-list memtable
+/// one key at a time, starting from the previous insert's position; a key
+/// far from the last one recomputes that position from the top levels
+/// (`InlineSkipList::RecomputeSpliceLevels`, 32% of the ingest writer's
+/// CPU with a batch's keys in transition order: a hook's row, its index
+/// keys, the next hook's row...). In key order each insert starts next to
+/// the previous one. Operations on different keys commute, so the state a
+/// batch leaves is the same; operations on one key keep their order. A
+/// range delete does not commute with a put inside its range, so a batch
+/// holding one is written as built (the migration sorts its own steps,
+/// whose range deletes cover only keys no other operation writes).
+fn write_order(ops: &[crate::batch::Op]) -> Vec<&crate::batch::Op> {
+    let mut out: Vec<&crate::batch::Op> = ops.iter().collect();
+    if !ops.iter().any(|o| matches!(o.kind, OpKind::DeleteRange(_))) {
+        out.sort_by(|x, y| (x.fam, &x.key).cmp(&(y.fam, &y.key)));
+    }
+    out
 }
 
 /// The part of an iterator a scan needs; a trait so the error path can be
@@ -849,6 +924,133 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rocksdb_memory_stays_within_the_budget_whatever_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = MemoryBudget::new(MemoryBudget::MIN_BYTES);
+        let bytes = budget.bytes() as u64;
+        let store = Store::create_or_open_within(&dir.path().join("s"), budget).unwrap();
+        // 64 MiB of incompressible values in two families, eight times the
+        // budget and twice each family's own write buffer.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut value = || -> Vec<u8> {
+            (0..4096 / 8)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x.to_le_bytes()
+                })
+                .collect()
+        };
+        let mut peak_memtables = 0;
+        for chunk in 0..64u64 {
+            let mut b = Batch::new();
+            for i in 0..128u64 {
+                let k = (chunk * 128 + i).to_be_bytes();
+                b.put(Family::Hooks, k.to_vec(), value());
+                b.put(Family::Deliveries, k.to_vec(), value());
+            }
+            store.commit(b, false).unwrap();
+            // Once the flushes RocksDB has scheduled are done: how far
+            // they lag the writes depends on the machine's load, not on
+            // the bound.
+            store.wait_for_compactions().unwrap();
+            peak_memtables = peak_memtables.max(store.memory().unwrap().memtables);
+        }
+        for i in 0..64 * 128u64 {
+            assert!(store
+                .get(Family::Hooks, &i.to_be_bytes())
+                .unwrap()
+                .is_some());
+            assert!(store
+                .get(Family::Deliveries, &i.to_be_bytes())
+                .unwrap()
+                .is_some());
+        }
+        // One cache, of the budget's size, for every family.
+        let db = store.db().unwrap();
+        for f in Family::ALL {
+            let cf = Store::cf_in(&db, f).unwrap();
+            let capacity = db
+                .property_int_value_cf(cf, "rocksdb.block-cache-capacity")
+                .unwrap();
+            assert_eq!(capacity, Some(bytes), "{}", f.name());
+        }
+        let m = store.memory().unwrap();
+        assert_eq!(m.budget, bytes);
+        // The memtables are flushed at half the budget, never at their
+        // families' own write buffer sizes (32 MiB each). The write that
+        // passes the limit schedules the flush at the next write, so one
+        // chunk (1 MiB) more may be seen, and a little for the skip-list.
+        assert!(
+            peak_memtables <= bytes / 2 + (2 << 20),
+            "memtables peaked at {peak_memtables}"
+        );
+        assert!(
+            m.block_cache + m.memtables <= bytes + bytes / 10,
+            "{m:?} over a budget of {bytes}"
+        );
+    }
+
+    fn keys_in_write_order(b: &Batch) -> Vec<(Family, Vec<u8>, &'static str)> {
+        write_order(&b.ops)
+            .into_iter()
+            .map(|o| {
+                let kind = match o.kind {
+                    OpKind::Put(_) => "put",
+                    OpKind::Delete => "delete",
+                    OpKind::DeleteRange(_) => "range",
+                };
+                (o.fam, o.key.clone(), kind)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_written_by_family_and_key_keeping_one_keys_order() {
+        let mut b = Batch::new();
+        b.put(Family::Index, b"z".to_vec(), b"1".to_vec());
+        b.put(Family::Hooks, b"b".to_vec(), b"1".to_vec());
+        b.delete(Family::Index, b"a".to_vec());
+        b.put(Family::Index, b"a".to_vec(), b"2".to_vec());
+        b.put(Family::Hooks, b"a".to_vec(), b"1".to_vec());
+        assert_eq!(
+            keys_in_write_order(&b),
+            vec![
+                (Family::Hooks, b"a".to_vec(), "put"),
+                (Family::Hooks, b"b".to_vec(), "put"),
+                (Family::Index, b"a".to_vec(), "delete"),
+                (Family::Index, b"a".to_vec(), "put"),
+                (Family::Index, b"z".to_vec(), "put"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_batch_with_a_range_delete_is_written_as_built() {
+        let mut b = Batch::new();
+        b.put(Family::Index, b"m".to_vec(), b"1".to_vec());
+        b.delete_range(Family::Index, b"a".to_vec(), b"z".to_vec());
+        let order = keys_in_write_order(&b);
+        assert_eq!(order[0].1, b"m".to_vec());
+        assert_eq!(order[1].2, "range");
+
+        // And what that order means once committed: the put is deleted.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        store.commit(b, false).unwrap();
+        assert_eq!(store.get(Family::Index, b"m").unwrap(), None);
+
+        let mut b = Batch::new();
+        b.put(Family::Index, b"k".to_vec(), b"1".to_vec());
+        b.delete(Family::Index, b"k".to_vec());
+        b.put(Family::Index, b"j".to_vec(), b"1".to_vec());
+        store.commit(b, false).unwrap();
+        assert_eq!(store.get(Family::Index, b"k").unwrap(), None);
+        assert_eq!(store.get(Family::Index, b"j").unwrap(), Some(b"1".to_vec()));
+    }
 
     /// A cursor over fixed items that reports an I/O error after `fail_after`.
     struct Failing {
@@ -975,10 +1177,14 @@ mod tests {
 /// RocksDB's memory by part, in bytes ([`Store::memory`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StoreMemory {
-    /// Blocks held by the block caches.
+    /// The configured budget ([`MemoryBudget::bytes`]): block cache and
+    /// memtables together stay near it.
+    pub budget: u64,
+    /// Blocks held by the shared block cache (data, index and filter).
     pub block_cache: u64,
     /// Active and immutable memtables.
     pub memtables: u64,
-    /// Index and filter blocks of the open table files.
+    /// What open table files keep outside the cache (their index and
+    /// filter blocks are in it).
     pub table_readers: u64,
 }
