@@ -12,7 +12,9 @@
 //!   acknowledged hooks share an id; every acknowledged hook reached the sink
 //!   at least once or is in its node's DLQ (the sink refuses a tenth of the
 //!   tenants for good); each node's `store check` passes; and the sum over
-//!   the nodes of `store info`'s totals equals what the test counted. It
+//!   the nodes of `store info`'s totals equals what the test counted, and
+//!   so do the totals of the fleet view (`tenants list --fleet`) over the
+//!   three nodes started again. It
 //!   prints the figures docs/fleet.md quotes: hooks acknowledged,
 //!   delivered, duplicates the sink saw, dead-lettered, and the time until
 //!   HAProxy routed the killed node's tenants elsewhere.
@@ -540,6 +542,42 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     )];
     for (view, figures) in views {
         assert_eq!(figures, counted, "{view}: per node {per_node:?}");
+    }
+    // The fleet-wide view an operator reads (`tenants list --fleet`, what the
+    // fleet console shows): the nodes started again (c still drained) and
+    // asked at once.
+    let again: Vec<Daemon> = nodes.iter().map(Node::start).collect();
+    let fleet_file = nodes[0].dir.path().join("fleet.toml");
+    let fleet_toml: String = nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "[[nodes]]\nname = \"{}\"\nsocket = \"{}\"\n",
+                n.id,
+                n.store().join("admin.sock").display()
+            )
+        })
+        .collect();
+    std::fs::write(&fleet_file, fleet_toml).unwrap();
+    let v = json(&[
+        "tenants",
+        "list",
+        "--fleet",
+        fleet_file.to_str().unwrap(),
+        "--json",
+    ]);
+    let n = |x: &serde_json::Value| x.as_u64().unwrap_or_else(|| panic!("{v}"));
+    let (t, c) = (&v["totals"], &v["cumulative"]);
+    let fleet = Figures {
+        accepted: n(&c["accepted"]),
+        delivered: n(&c["delivered"]),
+        dead_lettered: n(&c["dead_lettered"]),
+        owed: n(&t["pending"]) + n(&t["scheduled"]) + n(&t["inflight"]),
+        dead: n(&t["dead"]),
+    };
+    assert_eq!(fleet, counted, "the fleet view's totals: {v}");
+    for d in again {
+        assert!(d.stop().success());
     }
     assert!(
         dead.iter().all(|id| !log.accepted.contains_key(id)),
