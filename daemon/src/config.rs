@@ -1107,7 +1107,7 @@ url = "http://127.0.0.1:9000/hooks"
     fn minimal_config_takes_every_default() {
         let s = parse(MINIMAL).unwrap();
         assert_eq!(s.store_path, PathBuf::from("/etc/ankusa/data"));
-        assert_eq!(s.store_cache, 64 << 20);
+        assert_eq!(s.store_cache, 256 << 20);
         assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(s.max_body, 1024 * 1024);
         assert_eq!(s.writer.queue, 4096);

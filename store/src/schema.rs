@@ -103,7 +103,7 @@ impl std::fmt::Debug for MemoryBudget {
 
 impl MemoryBudget {
     /// The budget of a store opened without one (`[store] cache`'s default).
-    pub const DEFAULT_BYTES: usize = 64 << 20;
+    pub const DEFAULT_BYTES: usize = 256 << 20;
     /// The smallest budget: below it the memtables' share (half) would be
     /// smaller than one family's write buffer, and flushes would follow
     /// every few writes.
