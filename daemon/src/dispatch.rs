@@ -1173,27 +1173,7 @@ mod tests {
     use ankusa_store::Envelope;
 
     fn due_at(store: &Store, seq: u64, ord: u32, at: u64) {
-        let env = Envelope {
-            received_at: at,
-            source_id: "s".into(),
-            tenant: format!("t{ord}"),
-            idempotency_key: None,
-            headers: vec![],
-            body: vec![1],
-        };
-        let mut b = Batch::new();
-        transitions::ingest(
-            &mut b,
-            &IngestHook {
-                seq,
-                ord,
-                envelope: &env,
-                sinks: 1,
-                archive: false,
-                dedupe_expires_at: None,
-            },
-        );
-        store.commit(b, true).unwrap();
+        hooks_with_sinks(store, seq..seq + 1, ord, at, 1);
     }
 
     /// Hooks `seqs` of tenant `ord` due at `at`, each owed to `sinks` sinks

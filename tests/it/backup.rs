@@ -30,39 +30,14 @@ use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    client, config_dispatching, config_with, seq_of, store_check, write_config, Daemon, BIN,
+    ankusa, ankusa_json, ankusa_ok, client, config_dispatching, config_with, seq_of, store_check,
+    write_config, Daemon,
 };
-
-fn ankusa(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("ANKUSA_STORE")
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = ankusa(args);
-    assert!(
-        o.status.success(),
-        "ankusa {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = ok(args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -70,7 +45,7 @@ fn s(p: &Path) -> &str {
 
 /// Takes a backup with the command line; its JSON answer.
 fn backup(store: &Path, to: &Path, keep: u32) -> serde_json::Value {
-    json(&[
+    ankusa_json(&[
         "store",
         "backup",
         "--store",
@@ -228,7 +203,7 @@ async fn a_backup_beside_a_busy_daemon_restores_every_acknowledged_hook() {
     // A job as well: the dead rows of one tenant replayed (they die again).
     let st = store.clone();
     let replay = tokio::task::spawn_blocking(move || {
-        ok(&[
+        ankusa_ok(&[
             "dlq",
             "replay",
             "--tenant",
@@ -276,7 +251,7 @@ async fn a_backup_beside_a_busy_daemon_restores_every_acknowledged_hook() {
     let home = tempfile::tempdir().unwrap();
     let restored = home.path().join("store");
     let from = taken[2]["path"].as_str().unwrap().to_owned();
-    let r = json(&[
+    let r = ankusa_json(&[
         "store",
         "restore",
         "--from",
@@ -332,8 +307,14 @@ async fn a_backup_beside_a_busy_daemon_restores_every_acknowledged_hook() {
         },
     )
     .await;
-    let st: serde_json::Value =
-        serde_json::from_str(&ok(&["node", "status", "--store", s(&restored), "--json"])).unwrap();
+    let st: serde_json::Value = serde_json::from_str(&ankusa_ok(&[
+        "node",
+        "status",
+        "--store",
+        s(&restored),
+        "--json",
+    ]))
+    .unwrap();
     assert_eq!(st["node"].as_str(), Some("eu-1"), "{st}");
     // No id the lost store minted, after the backup too, is minted again.
     let newest = acked
@@ -488,7 +469,7 @@ fn retention_counts_only_this_nodes_complete_backups() {
     assert_eq!(names(&to), expect, "exactly this node's newest two kept");
     assert!(other.join("ANKUSA_BACKUP").is_file());
     // Each kept backup restores into a store that passes the check.
-    let o = ok(&[
+    let o = ankusa_ok(&[
         "store",
         "restore",
         "--from",
@@ -552,7 +533,7 @@ fn restore_refuses_a_used_target_and_keeps_the_node_identity() {
     // configured as another node refuses it, naming both ids.
     let other = tempfile::tempdir().unwrap();
     std::fs::create_dir(other.path().join("store")).unwrap();
-    ok(&[
+    ankusa_ok(&[
         "store",
         "restore",
         "--from",

@@ -19,11 +19,13 @@ use crate::common;
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{client, config_dispatching, seq_of, store_check, write_config, Daemon, BIN};
+use common::{
+    ankusa, ankusa_ok, client, config_dispatching, seq_of, store_check, write_config, Daemon,
+};
 
 /// A sink that refuses every hook for good (410), so each lands in the DLQ
 /// after one attempt, and records the `webhook-id` it was sent (the
@@ -69,26 +71,6 @@ fn node_config(dir: &Path, node: &str, sink: &str) {
         format!("[node]\nid = \"{node}\"\n")
     };
     write_config(dir, &config_dispatching("tick = \"20ms\"", &node, &sources));
-}
-
-fn ankusa(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("ANKUSA_STORE")
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = ankusa(args);
-    assert!(
-        o.status.success(),
-        "ankusa {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
@@ -162,9 +144,9 @@ async fn two_nodes_mint_disjoint_ids_and_refuse_each_others() {
         || is_dead(&sa, &ids_a[19]) && is_dead(&sb, &ids_b[19]),
     )
     .await;
-    let show = ok(&["dlq", "show", &ids_a[0], "--store", &sa]);
+    let show = ankusa_ok(&["dlq", "show", &ids_a[0], "--store", &sa]);
     assert!(show.contains(&ids_a[0]), "{show}");
-    let list = ok(&["dlq", "list", "--store", &sb]);
+    let list = ankusa_ok(&["dlq", "list", "--store", &sb]);
     assert!(list.contains(&ids_b[0]), "{list}");
     // Another node's id is refused naming its owner, on show and replay
     // alike, not answered "not found".
@@ -204,9 +186,11 @@ async fn two_nodes_mint_disjoint_ids_and_refuse_each_others() {
         );
         assert!(m.lines().any(|l| l == info), "{info} missing from\n{m}");
         let st: serde_json::Value =
-            serde_json::from_str(&ok(&["node", "status", "--store", store, "--json"])).unwrap();
+            serde_json::from_str(&ankusa_ok(&["node", "status", "--store", store, "--json"]))
+                .unwrap();
         assert_eq!(st["node"].as_str(), Some(node), "{st}");
-        assert!(ok(&["node", "status", "--store", store]).contains(&format!("node       {node}\n")));
+        assert!(ankusa_ok(&["node", "status", "--store", store])
+            .contains(&format!("node       {node}\n")));
     }
     assert!(a.stop().success());
     assert!(b.stop().success());
@@ -244,11 +228,11 @@ async fn an_id_from_before_the_node_had_one_still_finds_its_hook() {
     let d = Daemon::start(dir.path());
     let later = post(&c, &d, "acme", 1).await;
     assert!(later.starts_with("hk_eu-1_"), "{later}");
-    let list = ok(&["dlq", "list", "--store", &store]);
+    let list = ankusa_ok(&["dlq", "list", "--store", &store]);
     assert!(list.contains(&old), "the old hook keeps its old id: {list}");
-    let show = ok(&["dlq", "show", &old, "--store", &store]);
+    let show = ankusa_ok(&["dlq", "show", &old, "--store", &store]);
     assert!(show.contains(&old), "{show}");
-    let replay = ok(&["dlq", "replay", "--id", &old, "--yes", "--store", &store]);
+    let replay = ankusa_ok(&["dlq", "replay", "--id", &old, "--yes", "--store", &store]);
     assert!(replay.contains("replayed 1 dead row"), "{replay}");
     // The replayed attempt goes out under the id the client was given
     // before the node had an identity.
@@ -284,6 +268,33 @@ impl Drop for Haproxy {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Checks `cfg` with `haproxy -c` (a refusal names what it could not
+/// read) and starts HAProxy on it in the foreground; it stops when the
+/// guard drops.
+pub(crate) fn start_haproxy(haproxy: &str, cfg: &Path) -> Haproxy {
+    let check = Command::new(haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(cfg)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    Haproxy(
+        Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(cfg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 pub(crate) fn haproxy_bin() -> &'static str {
@@ -378,26 +389,7 @@ async fn haproxy_keeps_each_tenant_on_one_node_and_routes_around_a_drain() {
     let cfg = da.path().join("haproxy.cfg");
     let addr = |d: &Daemon| d.base.trim_start_matches("http://").to_owned();
     std::fs::write(&cfg, haproxy_config(&bind, &[&addr(&a), &addr(&b)])).unwrap();
-    let check = Command::new(haproxy)
-        .arg("-c")
-        .arg("-f")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let _proxy = Haproxy(
-        Command::new(haproxy)
-            .arg("-db")
-            .arg("-f")
-            .arg(&cfg)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _proxy = start_haproxy(haproxy, &cfg);
     let front = format!("http://{bind}");
     let c = client();
     wait_for("haproxy to listen", Duration::from_secs(20), || {
@@ -437,7 +429,7 @@ async fn haproxy_keeps_each_tenant_on_one_node_and_routes_around_a_drain() {
         a.store.to_str().unwrap().to_owned(),
         b.store.to_str().unwrap().to_owned(),
     );
-    ok(&["node", "drain", "--store", &sa]);
+    ankusa_ok(&["node", "drain", "--store", &sa]);
     let mut probes = 0;
     let started = Instant::now();
     loop {
@@ -458,8 +450,10 @@ async fn haproxy_keeps_each_tenant_on_one_node_and_routes_around_a_drain() {
         assert_eq!(node, "b", "{t} sent to the drained node");
         assert!(ids.insert(id.clone()), "{id} minted twice");
     }
-    let done: serde_json::Value =
-        serde_json::from_str(&ok(&["node", "drain", "--wait", "--store", &sa, "--json"])).unwrap();
+    let done: serde_json::Value = serde_json::from_str(&ankusa_ok(&[
+        "node", "drain", "--wait", "--store", &sa, "--json",
+    ]))
+    .unwrap();
     assert_eq!(
         (done["empty"].as_bool(), done["owed"].as_u64()),
         (Some(true), Some(0)),
@@ -467,7 +461,7 @@ async fn haproxy_keeps_each_tenant_on_one_node_and_routes_around_a_drain() {
     );
 
     // Undrain: a's tenants come back to it (the hash is consistent).
-    ok(&["node", "undrain", "--store", &sa]);
+    ankusa_ok(&["node", "undrain", "--store", &sa]);
     let started = Instant::now();
     loop {
         let (node, id) = via(&c, &front, on_a[0], 300).await;
@@ -491,7 +485,7 @@ async fn haproxy_keeps_each_tenant_on_one_node_and_routes_around_a_drain() {
         ids.iter().all(|id| seen.contains(id))
     })
     .await;
-    ok(&["node", "drain", "--wait", "--store", &sb]);
+    ankusa_ok(&["node", "drain", "--wait", "--store", &sb]);
     assert!(a.stop().success());
     assert!(b.stop().success());
     store_check(&da.path().join("store"));

@@ -20,16 +20,15 @@
 //!   HAProxy routed the killed node's tenants elsewhere.
 
 use crate::common;
-use crate::fleet::{free_port, haproxy_bin, Haproxy};
+use crate::fleet::{free_port, haproxy_bin, start_haproxy};
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{config_dispatching, store_check, write_config, Daemon, BIN};
+use common::{ankusa_json, config_dispatching, store_check, write_config, Daemon};
 
 /// Tenants in the load; every [`REFUSED_EVERY`]-th is refused by the sink
 /// (410: dead-lettered at the first attempt).
@@ -178,26 +177,6 @@ async fn produce(front: String, next: Arc<AtomicUsize>, out: Arc<Producers>) {
     }
 }
 
-fn ankusa(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("ANKUSA_STORE")
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = ankusa(args);
-    assert!(
-        o.status.success(),
-        "ankusa {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !cond() {
@@ -286,7 +265,7 @@ fn dlq_ids(store: &Path) -> Vec<String> {
         if let Some(c) = &cursor {
             args.extend(["--cursor", c.as_str()]);
         }
-        let page = json(&args);
+        let page = ankusa_json(&args);
         for e in page["entries"].as_array().unwrap() {
             ids.push(e["hook_id"].as_str().unwrap().to_owned());
         }
@@ -324,7 +303,7 @@ impl std::ops::Add for Figures {
 
 /// A stopped node's figures, from `ankusa store info --json`.
 fn store_figures(store: &Path) -> Figures {
-    let i = json(&[
+    let i = ankusa_json(&[
         "store",
         "info",
         "--store",
@@ -357,27 +336,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     let cfg = nodes[0].dir.path().join("haproxy.cfg");
     let addrs: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
     std::fs::write(&cfg, haproxy_config(&bind, &addrs)).unwrap();
-    let check = Command::new(haproxy)
-        .arg("-c")
-        .arg("-f")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let _proxy = Haproxy(
-        Command::new(haproxy)
-            .arg("-db")
-            .arg("-f")
-            .arg(&cfg)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _proxy = start_haproxy(haproxy, &cfg);
     wait_for("haproxy to listen", Duration::from_secs(20), || {
         std::net::TcpStream::connect(&bind).is_ok()
     })
@@ -445,7 +404,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     })
     .await;
     let c_store = nodes[2].store_str();
-    json(&["node", "drain", "--store", &c_store, "--json"]);
+    ankusa_json(&["node", "drain", "--store", &c_store, "--json"]);
     let drained = Instant::now();
     // c's own tenants (b's came back to b when it returned).
     let on_c: HashSet<usize> = home
@@ -463,7 +422,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     .await;
     let st = c_store.clone();
     let empty = tokio::task::spawn_blocking(move || {
-        json(&["node", "drain", "--wait", "--store", &st, "--json"])
+        ankusa_json(&["node", "drain", "--wait", "--store", &st, "--json"])
     })
     .await
     .unwrap();
@@ -480,7 +439,10 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
         wait_for(
             &format!("node {} owing nothing", n.id),
             Duration::from_secs(120),
-            || json(&["node", "status", "--store", &st, "--json"])["owed"].as_u64() == Some(0),
+            || {
+                ankusa_json(&["node", "status", "--store", &st, "--json"])["owed"].as_u64()
+                    == Some(0)
+            },
         )
         .await;
     }
@@ -559,7 +521,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
         })
         .collect();
     std::fs::write(&fleet_file, fleet_toml).unwrap();
-    let v = json(&[
+    let v = ankusa_json(&[
         "tenants",
         "list",
         "--fleet",

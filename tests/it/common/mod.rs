@@ -335,3 +335,32 @@ pub fn raw(base: &str, request: &[u8]) -> RawAnswer {
         body: body.to_owned(),
     }
 }
+
+/// Runs the command line, with the store and backtrace variables of the
+/// test's own environment removed.
+pub fn ankusa(args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("ANKUSA_STORE")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+/// [`ankusa`] that must succeed; its standard output.
+pub fn ankusa_ok(args: &[&str]) -> String {
+    let o = ankusa(args);
+    assert!(
+        o.status.success(),
+        "ankusa {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// [`ankusa_ok`] of a `--json` command; its answer.
+pub fn ankusa_json(args: &[&str]) -> serde_json::Value {
+    let out = ankusa_ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
