@@ -33,6 +33,7 @@ use hmac::Mac as _;
 
 use super::config::{SinkConfig, Source};
 use super::metrics::Metrics;
+use super::recorder::{RecordError, Recorder};
 use super::SharedClock;
 
 /// Headers from the stored request that are never forwarded: they describe
@@ -149,6 +150,8 @@ pub struct Deliverer {
     clock: SharedClock,
     metrics: Arc<Metrics>,
     sources: HashMap<String, Arc<Source>>,
+    /// Commits outcomes in groups, off the runtime's workers.
+    recorder: Recorder,
 }
 
 impl Deliverer {
@@ -158,6 +161,7 @@ impl Deliverer {
         metrics: Arc<Metrics>,
         sources: &[Source],
         per_sink: usize,
+        recorder: Recorder,
     ) -> Result<Self, reqwest::Error> {
         // Redirects are not followed: a sink that moved must be
         // reconfigured, not silently chased to another host.
@@ -177,6 +181,7 @@ impl Deliverer {
             clock,
             metrics,
             sources,
+            recorder,
         })
     }
 
@@ -187,7 +192,11 @@ impl Deliverer {
 
     /// One attempt of `row`, and the transition it leads to.
     pub async fn deliver(&self, row: InflightRow) -> Ended {
-        match self.deliver_inner(row).await {
+        let recorded = match self.deliver_inner(row).await {
+            Ok((ended, b)) => self.recorder.commit(b).await.map(|()| ended),
+            Err(e) => Err(RecordError::Store(Arc::new(e))),
+        };
+        match recorded {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(
@@ -199,7 +208,8 @@ impl Deliverer {
         }
     }
 
-    async fn deliver_inner(&self, row: InflightRow) -> Result<Ended, StoreError> {
+    /// The attempt, and the batch that records how it ended.
+    async fn deliver_inner(&self, row: InflightRow) -> Result<(Ended, Batch), StoreError> {
         let env = queries::hook(&self.store, row.seq)?;
         let mut drow = queries::delivery(&self.store, row.seq, row.sink)?
             .unwrap_or_else(|| DeliveryRow::new(row.ord, row.size));
@@ -306,8 +316,7 @@ impl Deliverer {
                 Ended::Dead
             }
         };
-        self.store.commit(b, false)?;
-        Ok(ended)
+        Ok((ended, b))
     }
 
     /// Sends the request and classifies the answer.

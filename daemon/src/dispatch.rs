@@ -57,7 +57,9 @@ use tokio::sync::{watch, Notify};
 use super::breaker;
 pub use super::config::DispatchSettings;
 use super::delivery::{Deliverer, Ended};
+use super::error::DaemonError;
 use super::metrics::Metrics;
+use super::recorder::Recorder;
 pub use super::sink_room::{SinkKey, SinkMap, SinkRoom};
 use super::{Settings, SharedClock};
 
@@ -233,14 +235,23 @@ pub struct ActiveSet {
     /// Per sink, the last tenant whose head was walked again for it: the
     /// next grants start after it (see [`ActiveSet::grant_heads`]).
     granted_after: HashMap<SinkKey, u32>,
+    /// Tenants left out of the visits until something changes for them.
+    /// See [`ActiveSet::wake`].
+    quiet: HashMap<u32, Quiet>,
+    /// The store generation and pauses the quiet tenants were judged under.
+    judged: Option<(u64, Paused)>,
 }
 
-/// A tenant's head that waits for full sinks: every due row of the tenant
-/// at or before (`at`, `seq`, `sink`) belongs to one of `sinks`. A visit
-/// starts after it instead of walking those rows again, unless one of those
-/// sinks has room and grants the tenant a walk of its head
+/// A tenant's head that waits for a full sink: every due row of the tenant
+/// at or before (`at`, `seq`, `sink`) belongs to sink `waits`. A visit
+/// starts after it instead of walking those rows again, unless that sink
+/// has room and grants the tenant a walk of its head
 /// ([`ActiveSet::grant_heads`]); each walk reads at most `scan_rows` rows,
-/// so a visit reads at most twice that. Rows are only
+/// so a visit reads at most twice that. One sink only: a walk granted by a
+/// sink's room starts at the tenant's oldest row, so a run that mixed a
+/// slow sink's long backlog with rows of a sink full for a moment hid the
+/// latter behind the former's first `scan_rows` rows until the resync
+/// (issue 19). Rows are only
 /// ever written due at or after the time they are written, so nothing
 /// lands before a skip point except through a clock step back or a row
 /// returned to due with its old time; the skip points are dropped at every
@@ -250,20 +261,16 @@ pub struct Skip {
     at: u64,
     seq: u64,
     sink: u16,
-    sinks: Vec<SinkKey>,
+    waits: SinkKey,
 }
 
 impl Skip {
-    fn over(prev: Option<Skip>, row: &DueRow, k: SinkKey) -> Skip {
-        let mut sinks = prev.map(|p| p.sinks).unwrap_or_default();
-        if !sinks.contains(&k) {
-            sinks.push(k);
-        }
+    fn over(row: &DueRow, k: SinkKey) -> Skip {
         Skip {
             at: row.at,
             seq: row.seq,
             sink: row.sink,
-            sinks,
+            waits: k,
         }
     }
 
@@ -277,7 +284,8 @@ impl Skip {
 }
 
 impl ActiveSet {
-    fn refresh(&mut self, store: &Store, now: u64) -> Result<(), StoreError> {
+    fn refresh(&mut self, store: &Store, now: u64, paused: &Paused) -> Result<(), StoreError> {
+        self.wake(store, now, paused);
         let now_b = ankusa_store::keys::bucket_of(now);
         let from = match self.walked_to {
             Some(w) if now.saturating_sub(self.full_at) < RESYNC_MS => {
@@ -286,7 +294,7 @@ impl ActiveSet {
             _ => {
                 self.oldest.clear();
                 self.seen.clear();
-                self.skip.clear();
+                self.forget_heads();
                 self.full_at = now;
                 0
             }
@@ -303,14 +311,76 @@ impl ActiveSet {
         Ok(())
     }
 
+    /// Quiet tenants: a visit read every row of the tenant due then and
+    /// found none that may go (each waits for a full sink, or is parked),
+    /// so visiting it again finds nothing new until one of these happens,
+    /// each of which wakes it (or every quiet tenant):
+    /// - a due row of it is written: ingest, a retry, a row returned or
+    ///   revived ([`Store::take_due_writes`], taken before this tick reads);
+    /// - its next due row comes due (`until`);
+    /// - a sink it waits for has room and grants it a visit
+    ///   ([`ActiveSet::grant_heads`]);
+    /// - the pauses change (a row of a newly paused sink must be parked;
+    ///   skip points are dropped too), the store is reopened, rows are
+    ///   returned, the tick fails, or the full resync comes round.
+    ///
+    /// With a slow sink, every tenant keeps rows for it, and visiting all of
+    /// them each tick to claim the few slots that freed was what held
+    /// delivery to 0.55-0.64x of ingest (issue 19): a tick now visits the
+    /// tenants written to since the last one and those a sink grants.
+    fn wake(&mut self, store: &Store, now: u64, paused: &Paused) {
+        let gen = store.generation();
+        let written = store.take_due_writes();
+        if !self
+            .judged
+            .as_ref()
+            .is_some_and(|(g, p)| *g == gen && p == paused)
+        {
+            // A newly paused sink's rows behind a skip point are parked only
+            // by a walk that reads them; a reopen may have returned rows.
+            self.forget_heads();
+            self.judged = Some((gen, paused.clone()));
+            return;
+        }
+        match written {
+            Some(written) => {
+                for o in written {
+                    self.quiet.remove(&o);
+                }
+                self.quiet.retain(|_, q| q.until > now);
+            }
+            None => self.quiet.clear(),
+        }
+    }
+
+    /// Drops every skip point and quiet tenant: the next visits read every
+    /// head again from its oldest second.
+    fn forget_heads(&mut self) {
+        self.skip.clear();
+        self.quiet.clear();
+    }
+
+    /// Tenants left out of the visits now (see [`ActiveSet::wake`]).
+    pub fn quiet(&self) -> usize {
+        self.quiet.len()
+    }
+
     /// The `limit` tenants waiting longest (oldest second, then ordinal),
     /// paused tenants left out: they take no place in the window and are
     /// not offered to the scheduler, like a tenant with nothing ready.
-    fn pick(&self, limit: usize, paused: &Paused) -> Vec<queries::ActiveTenant> {
+    /// Quiet tenants are left out too unless a sink granted them a walk.
+    fn pick(
+        &self,
+        limit: usize,
+        paused: &Paused,
+        granted: &HashSet<u32>,
+    ) -> Vec<queries::ActiveTenant> {
         let mut all: Vec<(u64, u32)> = self
             .oldest
             .iter()
-            .filter(|(&o, _)| !paused.tenant(o))
+            .filter(|(&o, _)| {
+                !paused.tenant(o) && (!self.quiet.contains_key(&o) || granted.contains(&o))
+            })
             .map(|(&o, &b)| (b, o))
             .collect();
         if all.len() > limit {
@@ -333,6 +403,7 @@ impl ActiveSet {
             None => {
                 self.oldest.remove(&ord);
                 self.skip.remove(&ord);
+                self.quiet.remove(&ord);
             }
         }
         self.seen
@@ -341,29 +412,31 @@ impl ActiveSet {
             .unwrap_or_default()
     }
 
-    /// The tenants among `active` whose heads are walked again this tick
-    /// because a sink their skip point waits for has room. A sink with room
-    /// `r` grants at most `max(2r, GRANT_MIN)` walks, in turn over its
-    /// waiting tenants (by ordinal, after the last one it granted): walking
-    /// every waiting head whenever a slow sink frees one slot read the whole
-    /// run of each (1,000 tenants x 64 rows a tick) to hand out a few rows.
-    fn grant_heads(
-        &mut self,
-        active: &[queries::ActiveTenant],
-        sinks: &SinkRoom<'_>,
-    ) -> HashSet<u32> {
+    /// The tenants visited this tick because a sink they wait for has
+    /// room: the sink of their skip point (its rows before the point are
+    /// walked again), or, for a quiet tenant, any sink its rows wait for
+    /// (paused tenants left out). A sink with room `r` grants at most
+    /// `max(2r, GRANT_MIN)` visits, in turn over its waiting tenants (by
+    /// ordinal, after the last one it granted): walking every waiting head
+    /// whenever a slow sink frees one slot read the whole run of each
+    /// (1,000 tenants x 64 rows a tick) to hand out a few rows.
+    fn grant_heads(&mut self, paused: &Paused, sinks: &SinkRoom<'_>) -> HashSet<u32> {
         let mut waiting: HashMap<SinkKey, Vec<u32>> = HashMap::new();
-        for a in active {
-            if let Some(k) = self.skip.get(&a.ord) {
-                for s in &k.sinks {
-                    if sinks.room(*s) > 0 {
-                        waiting.entry(*s).or_default().push(a.ord);
-                    }
-                }
+        let waits = self.skip.iter().map(|(&o, k)| (o, k.waits)).chain(
+            self.quiet
+                .iter()
+                .flat_map(|(&o, q)| q.waits.iter().map(move |&k| (o, k))),
+        );
+        for (ord, k) in waits {
+            if sinks.room(k) > 0 && self.oldest.contains_key(&ord) && !paused.tenant(ord) {
+                waiting.entry(k).or_default().push(ord);
             }
         }
         let mut out = HashSet::new();
         for (sink, mut ords) in waiting {
+            // A quiet tenant's skip sink is among its waits too.
+            ords.sort_unstable();
+            ords.dedup();
             let budget = (2 * sinks.room(sink) as usize).max(GRANT_MIN);
             let after = self.granted_after.get(&sink).copied();
             // In turn: the ordinals after the last granted first, then
@@ -388,6 +461,15 @@ impl ActiveSet {
             *e = bucket;
         }
     }
+}
+
+/// What a quiet tenant waits for (see [`ActiveSet::wake`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Quiet {
+    /// When its next due row comes due (ms; `u64::MAX` for none).
+    until: u64,
+    /// The full sinks its due rows wait for.
+    waits: Vec<SinkKey>,
 }
 
 /// Head walks a sink with room grants a tick at least (see
@@ -428,6 +510,20 @@ struct Head {
     first: Option<u64>,
     /// Where the run of rows for full sinks that starts its head ends.
     skip: Option<Skip>,
+    /// Whether the visit's last walk read every row due by now (it stopped
+    /// short of its key budget): with no row that may go, the tenant is
+    /// quiet ([`ActiveSet::wake`]).
+    complete: bool,
+    /// The full sinks of the rows that must wait.
+    waits: Vec<SinkKey>,
+}
+
+impl Head {
+    fn wait(&mut self, k: SinkKey) {
+        if !self.waits.contains(&k) {
+            self.waits.push(k);
+        }
+    }
 }
 
 /// How a visit treats a row it meets.
@@ -493,7 +589,10 @@ impl HeadWalk<'_, '_> {
                 // once in this visit rather than a tick later.
                 match (&head.skip, run.unbroken && run.met >= self.keys) {
                     (Some(k), true) => k.after(),
-                    _ => return Ok(head),
+                    _ => {
+                        head.complete = run.met < self.keys;
+                        return Ok(head);
+                    }
                 }
             }
             Some(k) => {
@@ -514,12 +613,15 @@ impl HeadWalk<'_, '_> {
                 if before {
                     head.first = head.first.or(Some(ankusa_store::keys::bucket_of(floor)));
                     head.skip = Some(k.clone());
+                    if !open {
+                        head.wait(k.waits);
+                    }
                 }
                 k.after()
             }
         };
         if head.rows.len() < self.room {
-            self.walk(ord, from, None, &mut head, &mut used, true)?;
+            head.complete = self.walk(ord, from, None, &mut head, &mut used, true)?.met < self.keys;
         }
         Ok(head)
     }
@@ -560,8 +662,13 @@ impl HeadWalk<'_, '_> {
                 }
                 Ok(Met::Park) => self.park.push(r),
                 Ok(Met::Full(k)) => {
-                    if run {
-                        head.skip = Some(Skip::over(head.skip.take(), &r, k));
+                    head.wait(k);
+                    // A skip point covers one sink's rows (see `Skip`): a
+                    // row of another full sink ends the run.
+                    if run && head.skip.as_ref().is_none_or(|s| s.waits == k) {
+                        head.skip = Some(Skip::over(&r, k));
+                    } else {
+                        run = false;
                     }
                 }
                 Ok(Met::Ready) => {
@@ -609,15 +716,41 @@ pub fn plan_tick(
     paused: &Paused,
     sinks: &mut SinkRoom<'_>,
 ) -> Result<TickPlan, StoreError> {
-    set.refresh(store, now)?;
-    let active = set.pick(s.scan_tenants, paused);
-    let mut visits: Vec<Visit> = Vec::with_capacity(active.len());
+    set.refresh(store, now, paused)?;
+    let granted = set.grant_heads(paused, sinks);
+    let mut order = set.pick(s.scan_tenants, paused, &granted);
+    let room = (s.max_inflight as u64).saturating_sub(global_inflight);
+    // Bytes, like rows, are bounded in flight and not only per tick: refill
+    // ticks start whenever a delivery ends, so a per-tick budget alone never
+    // binds, rows are claimed far ahead of what the sinks take, and the order
+    // they then go out in is the sink queue's, not the scheduler's (the issue 15
+    // byte split fell to 0.555/0.445 that way). Bounded in flight, each tick
+    // claims what deliveries freed, in tag order; nothing free, nothing claimed.
+    let limits = Limits {
+        rows: u32::try_from(room).unwrap_or(u32::MAX).min(s.tick_rows),
+        bytes: s
+            .tick_bytes
+            .min(s.max_inflight_bytes.saturating_sub(global_bytes)),
+    };
+    // Read in the scheduler's order, and stop once as many tenants have a
+    // row ready as the tick may claim rows: nobody later in the order would
+    // get one ([`Scheduler::standing`]). When the node is behind, every
+    // tenant has rows ready, and reading all of them to claim the hundred
+    // rows that freed made ticks of 40-50 ms that could not catch up
+    // (issue 19). Tenants granted a walk by a sink's room are read anyway.
+    order.sort_by_cached_key(|a| sched.standing(a.ord, 0));
+    let mut ready = 0u32;
+    let mut active = Vec::with_capacity(order.len());
+    let mut visits: Vec<Visit> = Vec::with_capacity(order.len());
     let mut bad = Vec::new();
     let mut park = Vec::new();
-    let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(active.len());
-    let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(active.len());
-    let granted = set.grant_heads(&active, sinks);
-    for a in &active {
+    let mut due: Vec<Vec<DueRow>> = Vec::with_capacity(order.len());
+    let mut heads: Vec<Vec<HeadRow>> = Vec::with_capacity(order.len());
+    for a in order {
+        if ready >= limits.rows && !granted.contains(&a.ord) {
+            continue;
+        }
+        active.push(a);
         let busy = inflight.get(&a.ord).copied().unwrap_or(0);
         // Up to the ceiling, not the cap: a tenant may borrow slots nobody
         // else is waiting for (the scheduler decides whether it does).
@@ -645,8 +778,31 @@ pub fn plan_tick(
                 bad: &mut bad,
                 park: &mut park,
             };
-            walk.visit(a.ord, floor, set.skip.get(&a.ord), granted.contains(&a.ord))?
+            let bad_before = walk.bad.len();
+            let skip = set.skip.get(&a.ord);
+            // Walked again before its skip point when that sink has room
+            // (a quiet tenant may be visited for another sink it waits for).
+            let open =
+                granted.contains(&a.ord) && skip.is_some_and(|k| walk.sinks.room(k.waits) > 0);
+            let mut head = walk.visit(a.ord, floor, skip, open)?;
+            head.complete &= walk.bad.len() == bad_before;
+            head
         };
+        if head.complete && head.rows.is_empty() && head.first.is_some() {
+            // Everything due waits: nothing to read again before its next
+            // row comes due or something changes (see `ActiveSet::wake`).
+            let until =
+                queries::first_due_at(store, a.ord, now.saturating_add(1))?.unwrap_or(u64::MAX);
+            set.quiet.insert(
+                a.ord,
+                Quiet {
+                    until,
+                    waits: head.waits,
+                },
+            );
+        } else {
+            set.quiet.remove(&a.ord);
+        }
         // With room and nothing met, nothing is due now: the tenant leaves
         // the set until a marker brings it back.
         let (rows, first) = (head.rows, head.first);
@@ -681,6 +837,7 @@ pub fn plan_tick(
                 })
                 .collect(),
         );
+        ready += u32::from(!rows.is_empty());
         due.push(rows);
     }
     let input: Vec<TenantHead<'_>> = active
@@ -695,19 +852,6 @@ pub fn plan_tick(
             rows,
         })
         .collect();
-    let room = (s.max_inflight as u64).saturating_sub(global_inflight);
-    // Bytes, like rows, are bounded in flight and not only per tick: refill
-    // ticks start whenever a delivery ends, so a per-tick budget alone never
-    // binds, rows are claimed far ahead of what the sinks take, and the order
-    // they then go out in is the sink queue's, not the scheduler's (the issue 15
-    // byte split fell to 0.555/0.445 that way). Bounded in flight, each tick
-    // claims what deliveries freed, in tag order; nothing free, nothing claimed.
-    let limits = Limits {
-        rows: u32::try_from(room).unwrap_or(u32::MAX).min(s.tick_rows),
-        bytes: s
-            .tick_bytes
-            .min(s.max_inflight_bytes.saturating_sub(global_bytes)),
-    };
     let plan = sched.plan(now, &input, limits);
     let index: HashMap<u32, usize> = active.iter().enumerate().map(|(i, a)| (a.ord, i)).collect();
     let mut claims = Vec::with_capacity(plan.len());
@@ -792,20 +936,27 @@ impl Dispatcher {
         clock: SharedClock,
         settings: &Settings,
         metrics: Arc<Metrics>,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, DaemonError> {
         let d = settings.dispatch.clone();
+        let recorder = Recorder::start(store.clone())
+            .map_err(DaemonError::io("cannot start the outcome recorder thread"))?;
         let deliverer = Deliverer::new(
             store.clone(),
             clock.clone(),
             metrics.clone(),
             &settings.sources,
             d.per_sink,
-        )?;
+            recorder,
+        )
+        .map_err(DaemonError::Client)?;
         // Boot returned every inflight row to due: nothing is stranded yet.
         let swept = (
             store.generation(),
             metrics.dispatch.unrecorded.load(Ordering::SeqCst),
         );
+        // The quiet tenants' wake-up (`ActiveSet::wake`) needs to know
+        // whose due rows were written between two ticks.
+        store.watch_due_writes();
         let sched = Scheduler::new(Config {
             // Remember as many tenants as the node may have, bounded anyway.
             max_tenants: (settings.writer.tenants_max as usize).min(1_000_000),
@@ -891,11 +1042,13 @@ impl Dispatcher {
             Ok(Err(e)) => {
                 m.tick_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "dispatch tick failed; retrying next tick");
+                self.forget_heads();
                 Vec::new()
             }
             Err(e) => {
                 m.tick_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "dispatch tick panicked");
+                self.forget_heads();
                 Vec::new()
             }
         };
@@ -909,6 +1062,17 @@ impl Dispatcher {
         m.tick_seconds.observe(std::time::Duration::from_micros(us));
         m.last_tick_us.store(us, Ordering::Relaxed);
         m.ticks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// After a failed tick: the tenants written to that it took from the
+    /// store are not recorded anywhere else, so none stays quiet on what
+    /// it learned.
+    fn forget_heads(&self) {
+        self.sched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1
+            .forget_heads();
     }
 
     /// Plans, claims in one commit, cleans markers. Returns the tenants
@@ -934,9 +1098,9 @@ impl Dispatcher {
             if returned {
                 // Returned rows are due now under their old sequence
                 // numbers, so they may sort before a skip point.
-                set.skip.clear();
+                set.forget_heads();
             }
-            plan_tick(
+            let plan = plan_tick(
                 &self.store,
                 sched,
                 set,
@@ -947,7 +1111,12 @@ impl Dispatcher {
                 self.inflight.bytes(),
                 &paused,
                 &mut sinks,
-            )?
+            )?;
+            self.metrics
+                .dispatch
+                .tenants_quiet
+                .store(set.quiet() as u64, Ordering::Relaxed);
+            plan
         };
         let probes = self.find_probes(now, &paused);
         let mut out = Vec::with_capacity(plan.rows() + probes.len());
@@ -1213,11 +1382,29 @@ mod tests {
         now: u64,
         inflight: &[(SinkKey, u32)],
     ) -> Vec<(u32, u64, u16)> {
+        claimed(&plan_paused(
+            store,
+            set,
+            map,
+            now,
+            inflight,
+            &Paused::default(),
+        ))
+    }
+
+    fn plan_paused(
+        store: &Store,
+        set: &mut ActiveSet,
+        map: &SinkMap,
+        now: u64,
+        inflight: &[(SinkKey, u32)],
+        paused: &Paused,
+    ) -> TickPlan {
         let s = DispatchSettings::default();
         let mut sched = Scheduler::new(Config::default());
         let cap = u32::try_from(s.per_sink).unwrap();
         let mut room = SinkRoom::new(map, cap, inflight.iter().copied().collect());
-        let plan = plan_tick(
+        plan_tick(
             store,
             &mut sched,
             set,
@@ -1226,10 +1413,22 @@ mod tests {
             &HashMap::new(),
             0,
             0,
-            &Paused::default(),
+            paused,
             &mut room,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Commits a plan's claims as the tick would.
+    fn commit_claims(store: &Store, plan: &TickPlan) {
+        let mut b = Batch::new();
+        for (r, _) in plan.claims.iter().flatten() {
+            transitions::claim(&mut b, r);
+        }
+        store.commit(b, false).unwrap();
+    }
+
+    fn claimed(plan: &TickPlan) -> Vec<(u32, u64, u16)> {
         plan.claims
             .iter()
             .flatten()
@@ -1264,6 +1463,200 @@ mod tests {
         assert_eq!(got, vec![(1, 1, 0), (1, 2, 0), (1, 3, 0)]);
     }
 
+    /// Issue 19: a tenant whose due rows all wait for a full sink is not
+    /// visited again until something changes for it: a row written for
+    /// it, its next row coming due, the pauses changing, a sink granting
+    /// it a walk. Each wake-up is checked by what the next tick claims.
+    #[test]
+    fn a_tenant_whose_rows_all_wait_is_visited_again_only_when_something_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        store.watch_due_writes();
+        let now = 10_000_000;
+        let map = SinkMap::of([("s", 2)]);
+        let full = [(SINK0, 64)];
+        // Tenant 1: ten rows for sink 0 only (full), and a hook for both
+        // sinks due five seconds from now.
+        hooks_with_sinks(&store, 1..11, 1, now - 2_000, 1);
+        hooks_with_sinks(&store, 11..12, 1, now + 5_000, 2);
+        let mut set = ActiveSet::default();
+        let plan = plan_paused(&store, &mut set, &map, now, &full, &Paused::default());
+        assert_eq!((plan.visited, plan.rows()), (1, 0));
+        assert_eq!(set.quiet(), 1);
+        // Nothing changed: not visited.
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 1_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(plan.visited, 0, "a quiet tenant is not read again");
+        // A row written for it (sink 1 has room) wakes it.
+        hooks_with_sinks(&store, 20..21, 1, now + 1_500, 2);
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 2_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(claimed(&plan), vec![(1, 20, 1)]);
+        // Claimed (as the commit would), the tenant is quiet again, until
+        // its future row comes due.
+        commit_claims(&store, &plan);
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 3_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!((plan.visited, plan.rows(), set.quiet()), (1, 0, 1));
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 4_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(plan.visited, 0);
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 5_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(
+            claimed(&plan),
+            vec![(1, 11, 1)],
+            "woken when its next row came due"
+        );
+        commit_claims(&store, &plan);
+        // Quiet again (only sink 0's rows left): pausing sink 0 wakes it,
+        // and all its rows of sink 0, behind its skip point too, are met
+        // to be parked.
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 6_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!((plan.visited, plan.park.len(), set.quiet()), (1, 0, 1));
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 6_200,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(plan.visited, 0);
+        let mut b = Batch::new();
+        ankusa_store::pauses::put(
+            &mut b,
+            &ankusa_store::pauses::Pause {
+                scope: ankusa_store::pauses::Scope::sink("s", 0),
+                at: now,
+                origin: ankusa_store::pauses::Origin::Operator,
+                by: "test".into(),
+            },
+        )
+        .unwrap();
+        store.commit(b, true).unwrap();
+        let paused = Paused::load(&store).unwrap();
+        let plan = plan_paused(&store, &mut set, &map, now + 6_500, &full, &paused);
+        assert_eq!((plan.visited, plan.park.len()), (1, 12));
+        // Back without the pause, sink 0 with room grants it a walk.
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 7_000,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(plan.rows(), 0);
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 7_500,
+            &full,
+            &Paused::default(),
+        );
+        assert_eq!(plan.visited, 0);
+        let plan = plan_paused(
+            &store,
+            &mut set,
+            &map,
+            now + 8_000,
+            &[(SINK0, 62)],
+            &Paused::default(),
+        );
+        assert_eq!(claimed(&plan), vec![(1, 1, 0), (1, 2, 0)]);
+    }
+
+    /// A store that does not record its due writes leaves no tenant quiet.
+    #[test]
+    fn without_the_record_of_writes_every_active_tenant_is_visited() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let now = 10_000_000;
+        let map = SinkMap::of([("s", 2)]);
+        hooks_with_sinks(&store, 1..11, 1, now - 2_000, 1);
+        let mut set = ActiveSet::default();
+        let full = [(SINK0, 64)];
+        for t in 0..3 {
+            let plan = plan_paused(&store, &mut set, &map, now + t, &full, &Paused::default());
+            assert_eq!(plan.visited, 1);
+        }
+    }
+
+    /// Found by `bench delivery` (issue 19): a sink that was full for a
+    /// moment (a healthy one, in a burst) had its rows taken into a skip
+    /// point behind a slow sink's long run; a walk granted by its room
+    /// started from the tenant's oldest row and read only the slow sink's
+    /// rows, so its rows waited for the 30 s resync. A skip point now
+    /// covers one sink's rows only, and a tenant waiting for a sink is
+    /// visited when that sink has room.
+    #[test]
+    fn rows_of_a_sink_full_for_a_moment_go_out_once_it_has_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        store.watch_due_writes();
+        let now = 10_000_000;
+        let map = SinkMap::of([("s", 2)]);
+        let sink1 = SinkKey { source: 0, sink: 1 };
+        // 100 rows for sink 0 (slow), then 5 hooks for both sinks.
+        hooks_with_sinks(&store, 1..101, 1, now - 5_000, 1);
+        hooks_with_sinks(&store, 101..106, 1, now - 4_000, 2);
+        let mut set = ActiveSet::default();
+        let both_full = [(SINK0, 64), (sink1, 64)];
+        assert_eq!(plan_with(&store, &mut set, &map, now, &both_full), vec![]);
+        assert_eq!(
+            plan_with(&store, &mut set, &map, now + 10, &both_full),
+            vec![]
+        );
+        let got = plan_with(
+            &store,
+            &mut set,
+            &map,
+            now + 20,
+            &[(SINK0, 64), (sink1, 10)],
+        );
+        let want: Vec<(u32, u64, u16)> = (101..106).map(|seq| (1, seq, 1)).collect();
+        assert_eq!(got, want);
+    }
+
     /// A tick takes no more rows of a sink than its room, over all tenants.
     #[test]
     fn a_tick_takes_at_most_a_sinks_room_over_all_tenants() {
@@ -1291,19 +1684,23 @@ mod tests {
             .map(|ord| queries::ActiveTenant { ord, bucket: 1 })
             .collect();
         for a in &active {
+            set.oldest.insert(a.ord, a.bucket);
             set.skip.insert(
                 a.ord,
                 Skip {
                     at: 1,
                     seq: 1,
                     sink: 0,
-                    sinks: vec![SINK0],
+                    waits: SINK0,
                 },
             );
         }
         let room = SinkRoom::new(&map, 64, [(SINK0, 63)].into_iter().collect());
         let mut tick = || {
-            let mut g: Vec<u32> = set.grant_heads(&active, &room).into_iter().collect();
+            let mut g: Vec<u32> = set
+                .grant_heads(&Paused::default(), &room)
+                .into_iter()
+                .collect();
             g.sort_unstable();
             g
         };
@@ -1312,11 +1709,11 @@ mod tests {
         assert_eq!(tick(), vec![1, 2, 3, 4, 17, 18, 19, 20]);
         // A full sink grants nothing.
         let full = SinkRoom::new(&map, 64, [(SINK0, 64)].into_iter().collect());
-        assert!(set.grant_heads(&active, &full).is_empty());
+        assert!(set.grant_heads(&Paused::default(), &full).is_empty());
     }
 
     fn ords(set: &ActiveSet) -> Vec<u32> {
-        set.pick(100, &Paused::default())
+        set.pick(100, &Paused::default(), &HashSet::new())
             .iter()
             .map(|a| a.ord)
             .collect()
@@ -1333,7 +1730,7 @@ mod tests {
             due_at(&store, 1 + i, 1, now - 300_000 + i * 1000);
         }
         let mut set = ActiveSet::default();
-        set.refresh(&store, now).unwrap();
+        set.refresh(&store, now, &Paused::default()).unwrap();
         let first = (now - 300_000) / 1000;
         let want: Vec<u64> = (0..SEEN_MAX as u64).map(|i| first + i).collect();
         assert_eq!(set.visited(1, Some(first)), want);
@@ -1354,25 +1751,26 @@ mod tests {
         due_at(&store, 1, 1, now - 3_600_000);
         due_at(&store, 2, 2, now);
         let mut set = ActiveSet::default();
-        set.refresh(&store, now).unwrap();
+        set.refresh(&store, now, &Paused::default()).unwrap();
         assert_eq!(ords(&set), vec![1, 2], "oldest first");
         // A new row: its marker is in the window, found by the next walk. A
         // newer marker of a known tenant never moves it later.
         due_at(&store, 3, 3, now + 50);
         due_at(&store, 5, 1, now + 60);
-        set.refresh(&store, now + 100).unwrap();
+        set.refresh(&store, now + 100, &Paused::default()).unwrap();
         assert_eq!(ords(&set), vec![1, 2, 3]);
         assert_eq!(
-            set.pick(1, &Paused::default())[0].bucket,
+            set.pick(1, &Paused::default(), &HashSet::new())[0].bucket,
             (now - 3_600_000) / 1000
         );
         // A marker written late for a second far behind the window is not
         // in the window...
         due_at(&store, 4, 4, now - (WINDOW_SLACK_S + 60) * 1000);
-        set.refresh(&store, now + 200).unwrap();
+        set.refresh(&store, now + 200, &Paused::default()).unwrap();
         assert!(!ords(&set).contains(&4));
         // ...and is found by the next whole walk, in its place.
-        set.refresh(&store, now + RESYNC_MS).unwrap();
+        set.refresh(&store, now + RESYNC_MS, &Paused::default())
+            .unwrap();
         assert_eq!(ords(&set), vec![1, 4, 2, 3]);
         // A visit that finds nothing due takes the tenant out; its markers
         // come back to cleanup once, then nothing is remembered.

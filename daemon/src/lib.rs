@@ -68,6 +68,7 @@ pub mod listener;
 mod metrics;
 mod open_files;
 mod outcome;
+mod recorder;
 pub mod signature;
 mod sink_health;
 mod sink_room;
@@ -331,10 +332,12 @@ impl Daemon {
             .spawn()
             .map_err(DaemonError::io("cannot start the writer thread"))?;
         let dispatcher = if settings.dispatch.enabled {
-            Some(
-                dispatch::Dispatcher::new(store.clone(), clock.clone(), &settings, metrics.clone())
-                    .map_err(DaemonError::Client)?,
-            )
+            Some(dispatch::Dispatcher::new(
+                store.clone(),
+                clock.clone(),
+                &settings,
+                metrics.clone(),
+            )?)
         } else {
             None
         };

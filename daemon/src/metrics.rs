@@ -621,6 +621,9 @@ pub struct DispatchMetrics {
     /// Pauses in force at the last tick: tenants, sinks, sinks for one
     /// tenant.
     pub paused: [AtomicU64; 3],
+    /// Tenants the last tick left out of its visits: every row they have
+    /// due waits for a full sink, and nothing changed for them since.
+    pub tenants_quiet: AtomicU64,
 }
 
 impl DispatchMetrics {
@@ -738,6 +741,12 @@ impl DispatchMetrics {
         for (scope, v) in ["tenant", "sink", "tenant_sink"].iter().zip(&self.paused) {
             let _ = writeln!(out, "{name}{{scope=\"{scope}\"}} {}", r(v));
         }
+        let name = "ankusa_dispatch_tenants_quiet";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Active tenants the latest tick did not visit: every row they have due waits for a full sink and nothing changed for them since.\n# TYPE {name} gauge\n{name} {}",
+            r(&self.tenants_quiet)
+        );
         let name = "ankusa_dispatch_last_tick_seconds";
         let _ = writeln!(
             out,

@@ -368,6 +368,24 @@ impl Scheduler {
         self.work
     }
 
+    /// Where `tenant` of `group` stands in the order this scheduler serves in: its
+    /// start tag lifted to the floor it competes at, then its tie-break stamp; a
+    /// tenant it does not know joins at its group's floor, ahead of the tenants
+    /// waiting there. For a caller that reads tenants' heads lazily (the daemon,
+    /// issue 19): with room for `r` rows, the `r` tenants first in this order that
+    /// have a row ready take every row the plan would give out before anyone later
+    /// in it, since each of them starts at or before them, so reading on past them
+    /// changes nothing but the cost. Caps, bytes and the newcomer line are left out:
+    /// it is an order to read in, never a plan.
+    pub fn standing(&self, tenant: u32, group: u32) -> (u64, u64) {
+        let g = self.groups.map.get(&group);
+        let floor = g.map_or(self.root.floor, |g| g.fl.floor);
+        match (self.tenants.map.get(&tenant), g) {
+            (Some(t), Some(g)) => (self.start_of(t, g), order_stamp(t)),
+            _ => (floor, 0),
+        }
+    }
+
     /// Forget a tenant outright (after a purge or an erase). Its next appearance is a
     /// newcomer's.
     pub fn forget(&mut self, tenant: u32) {

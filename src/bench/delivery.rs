@@ -69,6 +69,8 @@ struct Report {
     light_p50_ms: f64,
     light_p99_ms: f64,
     light_max_ms: f64,
+    /// The dispatcher's counters from start to the end of posting.
+    dispatch: DispatchSeen,
     pass: bool,
     rule: String,
 }
@@ -141,7 +143,7 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         .iter()
         .map(|h| h.load(Ordering::Relaxed))
         .collect();
-    let waiting = rt.block_on(waiting_per_sink(addr));
+    let scraped = rt.block_on(scrape(addr));
     let (acks, refused) = load.wrap_err("the load task failed")??;
     let light = light.wrap_err("the light tenants' task failed")??;
     // Light tenants get a grace of one more run length to be served.
@@ -149,7 +151,7 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
     while Instant::now() < deadline && served(&seen, &light) < light.len() {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let waiting = waiting?;
+    let (waiting, dispatch) = scraped?;
     daemon.stop()?;
 
     // The light tenants' hooks are delivered too: they count as acked.
@@ -209,6 +211,7 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         light_p50_ms: pct(0.5),
         light_p99_ms: pct(0.99),
         light_max_ms: waits.last().copied().unwrap_or(f64::NAN),
+        dispatch,
         pass,
         rule: format!(
             "each healthy sink delivers >= {KEEP_UP} x the acknowledged rate and ends with at most one second of ingest waiting; every light tenant served; no post refused"
@@ -288,13 +291,41 @@ fn served(seen: &Seen, light: &[(String, Instant)]) -> usize {
     })
 }
 
-/// `ankusa_sink_waiting_rows` per sink position, from the daemon's
-/// `/metrics`.
-async fn waiting_per_sink(addr: SocketAddr) -> Result<Vec<i64>> {
+/// What the dispatcher did while posting, from its counters: why a sink
+/// falls behind shows here first (ticks that visit many tenants, or long).
+#[derive(Debug, Default, Serialize)]
+struct DispatchSeen {
+    ticks: u64,
+    /// Ticks started by a finished delivery.
+    refills: u64,
+    tenants_visited: u64,
+    rows_claimed: u64,
+    tick_seconds: f64,
+    /// Tenants the last tick left out (every due row waits for a full sink).
+    tenants_quiet: u64,
+}
+
+/// `ankusa_sink_waiting_rows` per sink position and the dispatcher's
+/// counters, from the daemon's `/metrics`.
+async fn scrape(addr: SocketAddr) -> Result<(Vec<i64>, DispatchSeen)> {
     let c = super::ingest::Conn::open(addr).await?;
     let text = c.get("/metrics").await?;
     let mut out = vec![i64::MAX; SINKS];
+    let mut d = DispatchSeen::default();
     for line in text.lines() {
+        if let Some((series, value)) = line.split_once(' ') {
+            let name = series.split('{').next().unwrap_or(series);
+            let v = value.trim().parse::<f64>().unwrap_or(0.0);
+            match name {
+                "ankusa_dispatch_ticks_total" => d.ticks = v as u64,
+                "ankusa_dispatch_refills_total" => d.refills = v as u64,
+                "ankusa_dispatch_tenants_visited_total" => d.tenants_visited = v as u64,
+                "ankusa_dispatch_rows_claimed_total" => d.rows_claimed = v as u64,
+                "ankusa_dispatch_tick_seconds_sum" => d.tick_seconds = v,
+                "ankusa_dispatch_tenants_quiet" => d.tenants_quiet = v as u64,
+                _ => {}
+            }
+        }
         let Some(rest) = line.strip_prefix("ankusa_sink_waiting_rows{") else {
             continue;
         };
@@ -311,7 +342,7 @@ async fn waiting_per_sink(addr: SocketAddr) -> Result<Vec<i64>> {
             }
         }
     }
-    Ok(out)
+    Ok((out, d))
 }
 
 fn print_report(r: &Report) {
@@ -345,6 +376,17 @@ fn print_report(r: &Report) {
     println!(
         "light tenants: {} of {} served; first delivery after the ack p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         r.light_served, r.light_tenants, r.light_p50_ms, r.light_p99_ms, r.light_max_ms
+    );
+    let d = &r.dispatch;
+    let per_tick = |v: u64| v as f64 / d.ticks.max(1) as f64;
+    println!(
+        "dispatch: {} ticks ({} refills), mean {:.1} ms, {:.0} tenants visited and {:.1} rows claimed a tick; {} tenants quiet at the end",
+        d.ticks,
+        d.refills,
+        d.tick_seconds * 1000.0 / d.ticks.max(1) as f64,
+        per_tick(d.tenants_visited),
+        per_tick(d.rows_claimed),
+        d.tenants_quiet
     );
     println!(
         "rule: {}\nresult: {}",

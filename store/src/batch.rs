@@ -46,6 +46,22 @@ impl Batch {
         Self::default()
     }
 
+    /// Appends `other` after this batch's operations: one commit then
+    /// applies both, in that order (the commit's sort by key is stable, so
+    /// two writes of one key keep it). For committers that group many small
+    /// changes (the daemon's delivery outcomes). A migration batch, whose
+    /// rows are counted per sink later, is kept apart: merged into a batch
+    /// that counts, its rows would be counted twice.
+    pub fn absorb(&mut self, other: Batch) -> Result<(), Batch> {
+        if other.sinks_uncounted != self.sinks_uncounted {
+            return Err(other);
+        }
+        self.ops.extend(other.ops);
+        self.deltas.absorb(&other.deltas);
+        self.markers.extend(other.markers);
+        Ok(())
+    }
+
     /// Number of row operations (counter operands not included).
     pub fn len(&self) -> usize {
         self.ops.len()

@@ -16,6 +16,7 @@
 //! - [`tenants`]: ordinals, the writer's allocator, tenant pages.
 //! - [`queries`]: bounded reads (counters, active index, DLQ pages, gauges).
 //! - [`dedupe`]: idempotency-key expiry sweep.
+//! - `due_writes`: which tenants had due rows written, for the dispatcher.
 //! - [`node`]: the node's drain flag.
 //! - [`pauses`]: paused tenants and sinks; parked rows.
 //! - [`sinks`]: the sink catalog the daemon writes at boot.
@@ -37,6 +38,7 @@ pub mod check;
 mod codec;
 pub mod counters;
 pub mod dedupe;
+mod due_writes;
 pub mod error;
 pub mod faults;
 pub mod fixture;

@@ -98,6 +98,9 @@ pub struct Store {
     /// RocksDB's memory for this handle, kept for [`Store::reopen`] and
     /// [`Store::memory`].
     budget: MemoryBudget,
+    /// Tenants whose due rows were written since the dispatcher last asked
+    /// ([`crate::due_writes`]); off until [`Store::watch_due_writes`].
+    due_writes: crate::due_writes::DueWrites,
 }
 
 impl std::fmt::Debug for Store {
@@ -430,7 +433,20 @@ impl Store {
             migration: Mutex::new(None),
             faults: crate::faults::Faults::from_env(),
             node: std::sync::OnceLock::new(),
+            due_writes: Default::default(),
         }
+    }
+
+    /// Starts recording which tenants get due rows written (see
+    /// [`crate::due_writes`]); [`Store::take_due_writes`] hands them over.
+    pub fn watch_due_writes(&self) {
+        self.due_writes.watch();
+    }
+
+    /// The tenants whose due rows were put since the last call, or `None`
+    /// if recording is off (then any tenant may have changed).
+    pub fn take_due_writes(&self) -> Option<std::collections::HashSet<u32>> {
+        self.due_writes.take()
     }
 
     /// The node's identity, when the store has one and this handle has
@@ -727,7 +743,10 @@ impl Store {
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        self.record_write(db.write_opt(wb, &wo))
+        let written = db.write_opt(wb, &wo);
+        // After the write, whatever it returned: see `due_writes`.
+        self.due_writes.note(&batch.ops);
+        self.record_write(written)
     }
 
     /// Visits keys in `[lo, hi)` of a family in order until `f` breaks.
