@@ -45,9 +45,12 @@ pub enum RecordError {
     Stopped,
 }
 
+/// Where an outcome's answer goes.
+type Answer = oneshot::Sender<Result<(), RecordError>>;
+
 struct Pending {
     batch: Batch,
-    done: oneshot::Sender<Result<(), RecordError>>,
+    done: Answer,
 }
 
 /// A handle to the recorder's thread.
@@ -90,9 +93,7 @@ impl Recorder {
 
 /// Blocks for the next outcome, then takes every outcome already waiting,
 /// up to [`GROUP_MAX`], as one batch. `None` once every handle is gone.
-fn next_group(
-    rx: &mpsc::Receiver<Pending>,
-) -> Option<(Batch, Vec<oneshot::Sender<Result<(), RecordError>>>)> {
+fn next_group(rx: &mpsc::Receiver<Pending>) -> Option<(Batch, Vec<Answer>)> {
     let first = rx.recv().ok()?;
     let mut batch = first.batch;
     let mut waiting = vec![first.done];

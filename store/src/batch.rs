@@ -52,9 +52,9 @@ impl Batch {
     /// changes (the daemon's delivery outcomes). A migration batch, whose
     /// rows are counted per sink later, is kept apart: merged into a batch
     /// that counts, its rows would be counted twice.
-    pub fn absorb(&mut self, other: Batch) -> Result<(), Batch> {
+    pub fn absorb(&mut self, other: Batch) -> Result<(), Box<Batch>> {
         if other.sinks_uncounted != self.sinks_uncounted {
-            return Err(other);
+            return Err(Box::new(other));
         }
         self.ops.extend(other.ops);
         self.deltas.absorb(&other.deltas);
