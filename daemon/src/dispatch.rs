@@ -4,9 +4,12 @@
 //! Each tick ([`plan_tick`] then [`Dispatcher::claim`]):
 //! 1. the [`ActiveSet`], refreshed by a walk of the recent seconds of the
 //!    active index (the whole index every [`RESYNC_MS`]): the tenants with a
-//!    marker at or before now, oldest first, at most `scan_tenants`;
-//! 2. each one's head rows, `due_for_tenant(from its oldest marker, now)`,
-//!    at most `scan_rows` and never more than its remaining per-tenant room;
+//!    marker at or before now, oldest first, at most `scan_tenants`, quiet
+//!    ones left out (nothing changed for them; see `ActiveSet::wake`);
+//! 2. their head rows (from the oldest marker or the skip point, up to now),
+//!    at most `scan_rows` each and never more than the tenant's remaining
+//!    room, read in the scheduler's order until as many tenants have a row
+//!    ready as the tick may claim rows (`Scheduler::standing`);
 //! 3. the fair scheduler (`ankusa-fairness`) picks how many head rows to
 //!    take from whom under the tick's row limit (also bounded by the global
 //!    room) and byte budget;
@@ -33,7 +36,11 @@
 //!   what the per-tenant cap and the global bound are measured against.
 //! - A tick's store work is bounded by what it may claim: `scan_tenants`
 //!   tenants and `scan_rows` rows each, plus their markers; no fold of the
-//!   backlog or of idle tenants.
+//!   backlog or of idle tenants. Between resyncs, it reads the tenants
+//!   written to since the last tick, those a sink's room grants a walk, and
+//!   in tag order only as many more as the free room can use.
+//! - Outcomes are committed by the recorder ([`super::recorder`]), in
+//!   groups; a row leaves [`Inflight`] after its group's commit returned.
 //! - Shutdown stops claiming first; deliveries in flight get
 //!   `drain_timeout` to finish, and any row still inflight after that is
 //!   returned to due by the next boot (at least once, never lost).
