@@ -1487,59 +1487,31 @@ mod tests {
         hooks_with_sinks(&store, 1..11, 1, now - 2_000, 1);
         hooks_with_sinks(&store, 11..12, 1, now + 5_000, 2);
         let mut set = ActiveSet::default();
-        let plan = plan_paused(&store, &mut set, &map, now, &full, &Paused::default());
+        let tick_paused =
+            |set: &mut ActiveSet, at: u64, inflight: &[(SinkKey, u32)], p: &Paused| {
+                plan_paused(&store, set, &map, now + at, inflight, p)
+            };
+        let tick = |set: &mut ActiveSet, at: u64, inflight: &[(SinkKey, u32)]| {
+            tick_paused(set, at, inflight, &Paused::default())
+        };
+        let plan = tick(&mut set, 0, &full);
         assert_eq!((plan.visited, plan.rows()), (1, 0));
         assert_eq!(set.quiet(), 1);
         // Nothing changed: not visited.
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 1_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 1_000, &full);
         assert_eq!(plan.visited, 0, "a quiet tenant is not read again");
         // A row written for it (sink 1 has room) wakes it.
         hooks_with_sinks(&store, 20..21, 1, now + 1_500, 2);
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 2_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 2_000, &full);
         assert_eq!(claimed(&plan), vec![(1, 20, 1)]);
         // Claimed (as the commit would), the tenant is quiet again, until
         // its future row comes due.
         commit_claims(&store, &plan);
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 3_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 3_000, &full);
         assert_eq!((plan.visited, plan.rows(), set.quiet()), (1, 0, 1));
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 4_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 4_000, &full);
         assert_eq!(plan.visited, 0);
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 5_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 5_000, &full);
         assert_eq!(
             claimed(&plan),
             vec![(1, 11, 1)],
@@ -1549,23 +1521,9 @@ mod tests {
         // Quiet again (only sink 0's rows left): pausing sink 0 wakes it,
         // and all its rows of sink 0, behind its skip point too, are met
         // to be parked.
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 6_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 6_000, &full);
         assert_eq!((plan.visited, plan.park.len(), set.quiet()), (1, 0, 1));
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 6_200,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 6_200, &full);
         assert_eq!(plan.visited, 0);
         let mut b = Batch::new();
         ankusa_store::pauses::put(
@@ -1580,26 +1538,12 @@ mod tests {
         .unwrap();
         store.commit(b, true).unwrap();
         let paused = Paused::load(&store).unwrap();
-        let plan = plan_paused(&store, &mut set, &map, now + 6_500, &full, &paused);
+        let plan = tick_paused(&mut set, 6_500, &full, &paused);
         assert_eq!((plan.visited, plan.park.len()), (1, 12));
         // Back without the pause, sink 0 with room grants it a walk.
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 7_000,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 7_000, &full);
         assert_eq!(plan.rows(), 0);
-        let plan = plan_paused(
-            &store,
-            &mut set,
-            &map,
-            now + 7_500,
-            &full,
-            &Paused::default(),
-        );
+        let plan = tick(&mut set, 7_500, &full);
         assert_eq!(plan.visited, 0);
         let plan = plan_paused(
             &store,

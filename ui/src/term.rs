@@ -73,6 +73,24 @@ fn install_panic_hook() {
     }));
 }
 
+type Term = Terminal<CrosstermBackend<io::Stdout>>;
+
+/// Takes the terminal for a console, single-node or fleet: the panic hook
+/// that gives it back, raw mode and the alternate screen (undone when the
+/// guard drops), a cleared screen, and its size.
+fn open_terminal() -> Result<(TerminalGuard, Term, ratatui::layout::Size), ConsoleError> {
+    install_panic_hook();
+    let guard = TerminalGuard::enter()?;
+    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
+        .map_err(ConsoleError::terminal("cannot start the terminal UI"))?;
+    term.clear()
+        .map_err(ConsoleError::terminal("cannot clear the terminal"))?;
+    let size = term
+        .size()
+        .map_err(ConsoleError::terminal("cannot read the terminal's size"))?;
+    Ok((guard, term, size))
+}
+
 pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleError> {
     let now = ankusa_store::system_now_ms();
     let req = OpenRequest {
@@ -112,15 +130,7 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
         ConsoleError::terminal("cannot start the console's data thread"),
     )?;
 
-    install_panic_hook();
-    let guard = TerminalGuard::enter()?;
-    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
-        .map_err(ConsoleError::terminal("cannot start the terminal UI"))?;
-    term.clear()
-        .map_err(ConsoleError::terminal("cannot clear the terminal"))?;
-    let size = term
-        .size()
-        .map_err(ConsoleError::terminal("cannot read the terminal's size"))?;
+    let (guard, mut term, size) = open_terminal()?;
     let refresh_ms = u64::try_from(opts.refresh.as_millis()).unwrap_or(u64::MAX);
     let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height);
     app.notices = notices;
@@ -203,15 +213,7 @@ pub fn run_fleet(
     tui_logger::set_default_level(tui_logger::LevelFilter::Info);
     let (tx, events) = std::sync::mpsc::channel::<FleetEvent>();
 
-    install_panic_hook();
-    let guard = TerminalGuard::enter()?;
-    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
-        .map_err(ConsoleError::terminal("cannot start the terminal UI"))?;
-    term.clear()
-        .map_err(ConsoleError::terminal("cannot clear the terminal"))?;
-    let size = term
-        .size()
-        .map_err(ConsoleError::terminal("cannot read the terminal's size"))?;
+    let (guard, mut term, size) = open_terminal()?;
     let now = ankusa_store::system_now_ms();
     let refresh_ms = u64::try_from(refresh.as_millis()).unwrap_or(u64::MAX);
     let mut app = FleetApp::new(&fleet, refresh_ms, now, size.width, size.height);

@@ -3,7 +3,7 @@
 //! popups over them. A pure function of [`App`]; each screen and popup
 //! draws itself (see [`crate::screens`], [`crate::popups`]).
 
-use ratatui::layout::{Constraint, Layout};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -19,15 +19,21 @@ use crate::screens::{
 };
 use crate::theme::Theme;
 
-pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
-    let area = f.area();
-    let [head, tabs, body, foot] = Layout::vertical([
+/// The rows every console screen is drawn in, single-node and fleet alike:
+/// header, tabs, body, footer.
+pub fn chrome(area: Rect) -> [Rect; 4] {
+    Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Min(1),
         Constraint::Length(1),
     ])
-    .areas(area);
+    .areas(area)
+}
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
+    let area = f.area();
+    let [head, tabs, body, foot] = chrome(area);
     f.render_widget(Paragraph::new(header_line(app, theme)), head);
     f.render_widget(Paragraph::new(tabs_line(app, theme)), tabs);
     match app.screen() {

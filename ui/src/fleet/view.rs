@@ -4,7 +4,6 @@
 //! [`FleetApp`].
 
 use ankusa_ops::fleet::NodeStatus;
-use ratatui::layout::{Constraint, Layout};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
@@ -16,13 +15,7 @@ use crate::theme::Theme;
 
 pub fn draw(f: &mut Frame, app: &FleetApp, theme: &Theme) {
     let area = f.area();
-    let [head, tabs, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [head, tabs, body, foot] = crate::view::chrome(area);
     f.render_widget(Paragraph::new(header_line(app, theme)), head);
     f.render_widget(Paragraph::new(tabs_line(app, theme)), tabs);
     match app.screen() {
