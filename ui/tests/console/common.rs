@@ -113,9 +113,16 @@ pub fn start(app: &mut App, src: &mut Feed) {
 
 /// The frame as text, one line per row, trailing spaces trimmed.
 pub fn render(app: &App) -> String {
-    let mut term = Terminal::new(TestBackend::new(app.width, app.height)).expect("terminal");
-    term.draw(|f| view::draw(f, app, &Theme { color: false }))
-        .expect("draw");
+    frame_text(app.width, app.height, |f| {
+        view::draw(f, app, &Theme { color: false })
+    })
+}
+
+/// What `draw` puts on a `width` x `height` screen, as text: one line per
+/// row, trailing spaces trimmed (the single-node and fleet consoles' frames).
+pub fn frame_text(width: u16, height: u16, draw: impl FnOnce(&mut ratatui::Frame)) -> String {
+    let mut term = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+    term.draw(draw).expect("draw");
     let buf = term.backend().buffer().clone();
     let mut out = String::new();
     for y in 0..buf.area.height {

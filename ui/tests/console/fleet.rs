@@ -16,8 +16,6 @@ use ankusa_ui::popups::guard::Stage;
 use ankusa_ui::popups::Overlay;
 use ankusa_ui::theme::Theme;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
 
 use crate::common::NOW;
 
@@ -165,20 +163,9 @@ fn app(w: u16, h: u16) -> FleetApp {
 }
 
 fn render(app: &FleetApp) -> String {
-    let mut term = Terminal::new(TestBackend::new(app.width, app.height)).expect("terminal");
-    term.draw(|f| ankusa_ui::fleet::view::draw(f, app, &Theme { color: false }))
-        .expect("draw");
-    let buf = term.backend().buffer().clone();
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        let mut line = String::new();
-        for x in 0..buf.area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    crate::common::frame_text(app.width, app.height, |f| {
+        ankusa_ui::fleet::view::draw(f, app, &Theme { color: false })
+    })
 }
 
 fn key(app: &mut FleetApp, c: KeyCode) -> Vec<FleetEffect> {
