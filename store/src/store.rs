@@ -443,9 +443,10 @@ impl Store {
         self.due_writes.watch();
     }
 
-    /// The tenants whose due rows were put since the last call, or `None`
-    /// if recording is off (then any tenant may have changed).
-    pub fn take_due_writes(&self) -> Option<std::collections::HashSet<u32>> {
+    /// The tenants whose due rows were put since the last call, each with
+    /// the earliest due key put for it, or `None` if recording is off (then
+    /// any tenant may have changed).
+    pub fn take_due_writes(&self) -> Option<std::collections::HashMap<u32, crate::keys::DueKey>> {
         self.due_writes.take()
     }
 
