@@ -1939,6 +1939,16 @@ mod tests {
         /// The `i`-th delivery in flight ends with its outcome unrecorded:
         /// the row stays inflight and the next tick returns it to due.
         Lose(usize),
+        /// The `i`-th delivery in flight fails for good: dead-lettered.
+        Dead(usize),
+        /// Every dead row is replayed, due `late` ms before now (the job
+        /// read its clock before its commit).
+        Replay(u64),
+        /// An operator pauses a sink: the walks park its rows.
+        Pause(u16),
+        /// Every pause is lifted and every parked row made due again, as
+        /// the resume job does.
+        Resume,
         Advance(u64),
     }
 
@@ -1950,6 +1960,10 @@ mod tests {
             3 => any::<usize>().prop_map(Step::Deliver),
             2 => (any::<usize>(), 0u64..4_000).prop_map(|(i, after)| Step::Retry(i, after)),
             1 => any::<usize>().prop_map(Step::Lose),
+            1 => any::<usize>().prop_map(Step::Dead),
+            1 => (0u64..400).prop_map(Step::Replay),
+            1 => (0u16..3).prop_map(Step::Pause),
+            1 => Just(Step::Resume),
             2 => (1u64..700).prop_map(Step::Advance),
         ]
     }
@@ -1962,6 +1976,7 @@ mod tests {
         metrics: Arc<Metrics>,
         d: Dispatcher,
         flying: Vec<InflightRow>,
+        dead: Vec<(ankusa_store::DeadRow, u32)>,
         next_seq: u64,
     }
 
@@ -1993,6 +2008,7 @@ mod tests {
                 metrics,
                 d,
                 flying: Vec::new(),
+                dead: Vec::new(),
                 next_seq: 1,
             }
         }
@@ -2054,8 +2070,65 @@ mod tests {
                             .fetch_add(1, Ordering::SeqCst);
                     }
                 }
+                Step::Dead(i) => {
+                    if !self.flying.is_empty() {
+                        let row = self.flying.remove(i % self.flying.len());
+                        let delivery = queries::delivery(&self.store, row.seq, row.sink)
+                            .unwrap()
+                            .unwrap();
+                        let mut b = Batch::new();
+                        let dead =
+                            transitions::dead_letter(&mut b, &row, &delivery, self.now(), "s");
+                        self.store.commit(b, false).unwrap();
+                        self.d.inflight.done(&row);
+                        self.dead.push((dead, row.size));
+                    }
+                }
+                Step::Replay(late) => {
+                    let mut b = Batch::new();
+                    let at = self.now() - late;
+                    for (dead, size) in self.dead.drain(..) {
+                        transitions::revive(&mut b, &dead, size, at);
+                    }
+                    self.store.commit(b, true).unwrap();
+                }
+                Step::Pause(sink) => {
+                    let mut b = Batch::new();
+                    ankusa_store::pauses::put(
+                        &mut b,
+                        &ankusa_store::pauses::Pause {
+                            scope: ankusa_store::pauses::Scope::sink("s", sink),
+                            at: self.now(),
+                            origin: ankusa_store::pauses::Origin::Operator,
+                            by: "test".into(),
+                        },
+                    )
+                    .unwrap();
+                    self.store.commit(b, true).unwrap();
+                }
+                Step::Resume => self.resume(),
                 Step::Advance(ms) => self.clock.advance(ms),
             }
+        }
+
+        fn resume(&mut self) {
+            let mut b = Batch::new();
+            for p in ankusa_store::pauses::list(&self.store).unwrap() {
+                ankusa_store::pauses::delete(&mut b, &p.scope).unwrap();
+            }
+            self.store.commit(b, true).unwrap();
+            let mut cursor = UnparkCursor::default();
+            while !transitions::unpark_chunk(
+                &self.store,
+                None,
+                &mut cursor,
+                self.now(),
+                |_, _, _| Ok(true),
+                |_, _, _| {},
+            )
+            .unwrap()
+            .done
+            {}
         }
     }
 
@@ -2087,7 +2160,8 @@ mod tests {
 
         /// Liveness without the backstop: whatever happened before (rows
         /// written late, sinks full, caps reached, walks cut short, retries,
-        /// lost outcomes, tenants gone quiet), while one sink stays full for
+        /// lost outcomes, dead letters replayed late, sinks paused and
+        /// resumed, tenants gone quiet), while one sink stays full for
         /// good every row of the other sinks is claimed before the next full
         /// resync ([`RESYNC_MS`]), and so is every row once that sink
         /// recovers. A skip point that hid a row, or a quiet tenant that no
@@ -2108,6 +2182,7 @@ mod tests {
                 }
                 rig.run(s);
             }
+            rig.resume();
             // Sink 0 turns slow: its deliveries never end, so it stays at
             // its bound, and no room of its grants its waiting tenants a
             // visit. Every other delivery succeeds at once; 50 ms a tick.
