@@ -203,8 +203,10 @@ impl TickPlan {
 /// tenant's markers, and a tenant with rows waiting in each second (a slow
 /// sink's) keeps a marker in each: at 60 s and 1,000 such tenants a tick
 /// read 60,000 markers and took 110 ms, so deliveries waited for ticks
-/// (issue 19). A commit is late by its fsync, milliseconds; a marker later
-/// than this is found by the next full walk ([`RESYNC_MS`]).
+/// (issue 19). A commit is late by its fsync, milliseconds; a row committed
+/// later than this (a stalled disk) brings its tenant in through the store's
+/// record of due writes ([`ActiveSet::wake`]), and the full walk
+/// ([`RESYNC_MS`]) is the backstop.
 pub const WINDOW_SLACK_S: u64 = 5;
 /// The shortest time between two ticks started by finished deliveries:
 /// a slot freed by a delivery is claimed for within this (plus the tick),
@@ -261,10 +263,11 @@ pub struct ActiveSet {
 /// (issue 19). A row can be written before a skip point: a hook's due time
 /// is taken when it is received, before its commit, so a tick may set the
 /// point past it first. The record of due writes carries each tenant's
-/// earliest written key, and such a row drops the point
-/// ([`ActiveSet::wake`]). Otherwise only a clock step back or rows returned
-/// to due with their old times land before a point; the points are dropped
-/// at every full resync and whenever stranded rows are returned.
+/// earliest written key, and any row written before a point drops it
+/// ([`ActiveSet::wake`]), whatever put it there (a late commit, a clock that
+/// stepped back, rows returned to due with their old times). The points are
+/// also dropped at every full resync, whenever stranded rows are returned,
+/// and on every tick while the store records nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skip {
     at: u64,
@@ -340,6 +343,23 @@ impl ActiveSet {
     fn wake(&mut self, store: &Store, now: u64, paused: &Paused) {
         let gen = store.generation();
         let written = store.take_due_writes();
+        // A row due by now enters the set at its second here, not only when
+        // a walk meets its marker: a commit that lands more than
+        // WINDOW_SLACK_S after the row's due time (a stalled disk) put its
+        // marker in a second the walks had passed, and its tenant waited
+        // for the resync. Rows due later are met by the walk of their
+        // second.
+        let now_b = ankusa_store::keys::bucket_of(now);
+        for (&o, k) in written.iter().flatten() {
+            let b = ankusa_store::keys::bucket_of(k.at);
+            if b <= now_b {
+                let e = self.oldest.entry(o).or_insert(b);
+                if b < *e {
+                    *e = b;
+                }
+                note_seen(self.seen.entry(o).or_default(), b);
+            }
+        }
         if !self
             .judged
             .as_ref()
@@ -1649,6 +1669,27 @@ mod tests {
         );
     }
 
+    /// Found by `no_due_row_waits_for_the_resync`: a hook committed more
+    /// than [`WINDOW_SLACK_S`] after it was received (a disk that stalled)
+    /// has its marker in a second the walks had passed, and a tenant with
+    /// nothing else due was not visited until the resync. The record of
+    /// due writes now brings the tenant in from the row's second.
+    #[test]
+    fn a_row_committed_seconds_after_its_due_time_is_claimed_without_the_resync() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        store.watch_due_writes();
+        let now = 10_000_000;
+        let map = SinkMap::of([("s", 1)]);
+        let mut set = ActiveSet::default();
+        assert_eq!(plan_with(&store, &mut set, &map, now, &[]), vec![]);
+        due_at(&store, 1, 1, now - 8_000);
+        assert_eq!(
+            plan_with(&store, &mut set, &map, now + 10, &[]),
+            vec![(1, 1, 0)]
+        );
+    }
+
     /// Issue 19: a tick reads tenants in the scheduler's order and stops
     /// once as many have a row ready as it may claim rows. Fairness holds
     /// across ticks: the tenants served first stand later in the order, so
@@ -1923,8 +1964,9 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Step {
         /// `hooks` hooks of a tenant, each owed to sinks `0..sinks`, due
-        /// `late` ms before now (a commit that took its time before a tick
-        /// that read a later clock).
+        /// `late` ms before now: received before a tick that read a later
+        /// clock, committed after it (by milliseconds, or seconds when the
+        /// disk stalled).
         Ingest {
             ord: u32,
             hooks: u64,
@@ -1955,7 +1997,7 @@ mod tests {
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         use proptest::prelude::*;
         prop_oneof![
-            4 => (1u32..5, 1u64..6, 1u16..4, 0u64..400).prop_map(|(ord, hooks, sinks, late)| Step::Ingest { ord, hooks, sinks, late }),
+            4 => (1u32..5, 1u64..6, 1u16..4, prop_oneof![3 => 0u64..400, 1 => 5_000u64..9_000]).prop_map(|(ord, hooks, sinks, late)| Step::Ingest { ord, hooks, sinks, late }),
             5 => Just(Step::Tick),
             3 => any::<usize>().prop_map(Step::Deliver),
             2 => (any::<usize>(), 0u64..4_000).prop_map(|(i, after)| Step::Retry(i, after)),
