@@ -2041,10 +2041,10 @@ mod tests {
             .unwrap();
             // Tenants t1 to t4, registered as ingest does (ordinals 1 to 4),
             // so the store check knows every ordinal the rows use.
-            let mut alloc = ankusa_store::tenants::TenantAllocator::load(&store, 16).unwrap();
+            let alloc = ankusa_store::tenants::TenantAllocator::load(&store, 16).unwrap();
             let mut b = Batch::new();
             let names = ["t1", "t2", "t3", "t4"];
-            let res = alloc.resolve(&store, names.into_iter(), &mut b).unwrap();
+            let res = alloc.resolve(&store, names, &mut b).unwrap();
             for (i, t) in names.iter().enumerate() {
                 assert_eq!(res.ord(t, alloc.max()).unwrap() as usize, i + 1);
             }
