@@ -772,4 +772,146 @@ mod tests {
             );
         }
     }
+
+    /// What a step of [`no_hook_id_or_tenant_ordinal_is_given_twice`] does.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A hook of tenant `t{tenant}`, with key `k{key}` if any.
+        Submit {
+            tenant: u8,
+            key: Option<u8>,
+        },
+        /// The writer takes what is queued and commits it.
+        Write,
+        /// The next write fails before reaching the WAL.
+        FailBefore,
+        /// The next write reaches the WAL and is reported failed.
+        FailAfter,
+        /// The store is closed and opened again under the writer.
+        Reopen,
+        Advance(u64),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0u8..4, proptest::option::of(0u8..3)).prop_map(|(tenant, key)| Step::Submit { tenant, key }),
+            4 => Just(Step::Write),
+            1 => Just(Step::FailBefore),
+            1 => Just(Step::FailAfter),
+            1 => Just(Step::Reopen),
+            1 => (0u64..40_000).prop_map(Step::Advance),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Under writes that fail before or after reaching the WAL and
+        /// store reopens: a hook id is answered `Accepted` once, and names
+        /// the very hook that was submitted; a duplicate names a stored
+        /// hook of the same tenant and key; a key acknowledged within the
+        /// TTL is never stored twice; a tenant keeps its ordinal and no two
+        /// tenants share one; nothing is refused but for the armed fault or
+        /// the tenant limit; the store check passes after every write.
+        #[test]
+        fn no_hook_id_or_tenant_ordinal_is_given_twice(steps in proptest::collection::vec(step(), 1..50)) {
+            use proptest::prop_assert;
+            use proptest::prop_assert_eq;
+            let mut r = rig(settings());
+            let mut accepted: HashMap<u64, Vec<u8>> = HashMap::new();
+            let mut ords: HashMap<String, u32> = HashMap::new();
+            // (tenant, key) -> when its hook was acknowledged.
+            let mut keys: HashMap<(String, String), u64> = HashMap::new();
+            let ttl = u64::try_from(settings().dedupe_ttl.as_millis()).unwrap();
+            let mut queued = Vec::new();
+            let mut fault: Option<&'static str> = None;
+            let mut n = 0u64;
+            for s in steps {
+                match s {
+                    Step::Submit { tenant, key } => {
+                        n += 1;
+                        let mut e = env(&format!("t{tenant}"), key.map(|k| format!("k{k}")).as_deref());
+                        e.body = format!("{{\"n\":{n}}}").into_bytes();
+                        // A full queue refuses at once (its own test); the
+                        // rest go on.
+                        match r.handle.submit(e.clone(), 1) {
+                            Ok(rx) => queued.push((e, rx)),
+                            Err(err) => prop_assert_eq!(err, SubmitError::Full),
+                        }
+                    }
+                    Step::FailBefore => fault = Some("commit.before_write"),
+                    Step::FailAfter => fault = Some("commit.after_write"),
+                    Step::Reopen => r.store.reopen(Duration::from_secs(5)).unwrap(),
+                    Step::Advance(ms) => r.clock.advance(ms),
+                    Step::Write => {
+                        let now = r.clock.now_ms();
+                        // What the store already holds for each key, before the write.
+                        let before: Vec<Option<u64>> = queued
+                            .iter()
+                            .map(|(e, _)| {
+                                e.idempotency_key.as_deref().and_then(|k| {
+                                    queries::dedupe(&r.store, &e.tenant, k, now).unwrap().map(|v| v.seq)
+                                })
+                            })
+                            .collect();
+                        let armed = fault.take();
+                        if let Some(point) = armed {
+                            r.store.arm_fault(point, Some(ankusa_store::faults::Action::Error));
+                        }
+                        let jobs = r.writer.drain();
+                        r.writer.write(jobs);
+                        if let Some(point) = armed {
+                            r.store.arm_fault(point, None);
+                        }
+                        let registered = (0..4u8)
+                            .filter(|t| tenants::ord_of(&r.store, &format!("t{t}")).unwrap().is_some())
+                            .count();
+                        for ((e, rx), held) in queued.drain(..).zip(before) {
+                            let got = rx.blocking_recv().unwrap();
+                            match got {
+                                WriteOutcome::Accepted(HookId(seq)) => {
+                                    prop_assert!(held.is_none(), "{:?} stored again as {seq}: key held by {held:?}", e.idempotency_key);
+                                    prop_assert!(accepted.insert(seq, e.body.clone()).is_none(), "id {seq} accepted twice");
+                                    if let Some(k) = &e.idempotency_key {
+                                        let last = keys.insert((e.tenant.clone(), k.clone()), now);
+                                        prop_assert!(last.is_none_or(|at| at + ttl <= now), "key {k} acknowledged twice within the TTL");
+                                    }
+                                    let stored = queries::hook(&r.store, seq).unwrap();
+                                    prop_assert_eq!(stored.map(|h| h.body), Some(e.body.clone()));
+                                }
+                                WriteOutcome::Duplicate(HookId(seq)) => {
+                                    let stored = queries::hook(&r.store, seq).unwrap();
+                                    prop_assert!(stored.as_ref().is_some_and(|h| h.tenant == e.tenant && h.idempotency_key == e.idempotency_key), "duplicate of {seq} names {stored:?}");
+                                    if let Some(h) = held {
+                                        prop_assert_eq!(seq, h);
+                                    }
+                                }
+                                WriteOutcome::Refused(Outcome::StoreUnavailable) => {
+                                    prop_assert!(armed.is_some(), "refused with no fault armed");
+                                }
+                                WriteOutcome::Refused(Outcome::TenantLimit) => {
+                                    // settings(): two tenants at most.
+                                    prop_assert!(tenants::ord_of(&r.store, &e.tenant).unwrap().is_none());
+                                    prop_assert!(registered >= 2 || armed.is_some());
+                                }
+                                other => prop_assert!(false, "unexpected {other:?}"),
+                            }
+                        }
+                        // Ordinals: each tenant keeps its own, none shared.
+                        let mut seen = std::collections::HashSet::new();
+                        for t in 0..4u8 {
+                            let name = format!("t{t}");
+                            if let Some(o) = tenants::ord_of(&r.store, &name).unwrap() {
+                                prop_assert!(seen.insert(o), "ordinal {o} shared");
+                                prop_assert_eq!(*ords.entry(name).or_insert(o), o);
+                            }
+                        }
+                        let rep = ankusa_store::check::run(&r.store, |_, _| {}).unwrap();
+                        prop_assert!(rep.ok(), "{:#?}", rep.mismatches);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -706,6 +706,8 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
+        // A write refused before it reached the WAL.
+        self.fault("commit.before_write")?;
         let db = self.db()?;
         let mut wb = WriteBatch::default();
         for op in write_order(&batch.ops) {
@@ -747,7 +749,11 @@ impl Store {
         let written = db.write_opt(wb, &wo);
         // After the write, whatever it returned: see `due_writes`.
         self.due_writes.note(&batch.ops);
-        self.record_write(written)
+        self.record_write(written)?;
+        // A write that reached the WAL and was reported failed all the same
+        // (RocksDB does that when the sync fails): its rows are there at
+        // the next read or open, and the caller must not assume otherwise.
+        self.fault("commit.after_write")
     }
 
     /// Visits keys in `[lo, hi)` of a family in order until `f` breaks.
