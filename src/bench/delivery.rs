@@ -63,6 +63,10 @@ struct Report {
     acked: u64,
     refused: u64,
     acked_per_s: f64,
+    /// Acknowledgement latency of the posted hooks while delivery runs
+    /// (open-loop, from when each was due to its `202`).
+    ack_p50_ms: f64,
+    ack_p99_ms: f64,
     sinks: Vec<SinkCell>,
     light_tenants: usize,
     light_served: usize,
@@ -144,7 +148,7 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         .map(|h| h.load(Ordering::Relaxed))
         .collect();
     let scraped = rt.block_on(scrape(addr));
-    let (acks, refused) = load.wrap_err("the load task failed")??;
+    let (mut acks, refused) = load.wrap_err("the load task failed")??;
     let light = light.wrap_err("the light tenants' task failed")??;
     // Light tenants get a grace of one more run length to be served.
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
@@ -156,6 +160,8 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
 
     // The light tenants' hooks are delivered too: they count as acked.
     let acked = acks.len() as u64 + light.len() as u64;
+    let ack_p50_ms = super::percentile(&mut acks, 50.0);
+    let ack_p99_ms = super::percentile(&mut acks, 99.0);
     let acked_per_s = acked as f64 / posted_s;
     let sinks: Vec<SinkCell> = (0..SINKS)
         .map(|i| {
@@ -205,6 +211,8 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         acked,
         refused,
         acked_per_s,
+        ack_p50_ms,
+        ack_p99_ms,
         sinks,
         light_tenants: light.len(),
         light_served,
@@ -351,8 +359,8 @@ fn print_report(r: &Report) {
         r.rate, r.seconds, r.tenants, r.light_tenants
     );
     println!(
-        "acknowledged {} ({:.0}/s), refused {}",
-        r.acked, r.acked_per_s, r.refused
+        "acknowledged {} ({:.0}/s), refused {}; acknowledgement p50 {:.2} ms, p99 {:.2} ms while delivering",
+        r.acked, r.acked_per_s, r.refused, r.ack_p50_ms, r.ack_p99_ms
     );
     println!("sink   delivered   per s   of acked   waiting at end   keeps up");
     for s in &r.sinks {
