@@ -1477,6 +1477,14 @@ mod tests {
             .collect()
     }
 
+    /// A fresh store that records its due writes, as the dispatcher asks.
+    fn watched_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        store.watch_due_writes();
+        (dir, store)
+    }
+
     const SINK0: SinkKey = SinkKey { source: 0, sink: 0 };
 
     /// Issue 19: a sink at `per_sink` held every node slot, because its rows
@@ -1510,9 +1518,7 @@ mod tests {
     /// it a walk. Each wake-up is checked by what the next tick claims.
     #[test]
     fn a_tenant_whose_rows_all_wait_is_visited_again_only_when_something_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
-        store.watch_due_writes();
+        let (_dir, store) = watched_store();
         let now = 10_000_000;
         let map = SinkMap::of([("s", 2)]);
         let full = [(SINK0, 64)];
@@ -1615,9 +1621,7 @@ mod tests {
     /// visited when that sink has room.
     #[test]
     fn rows_of_a_sink_full_for_a_moment_go_out_once_it_has_room() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
-        store.watch_due_writes();
+        let (_dir, store) = watched_store();
         let now = 10_000_000;
         let map = SinkMap::of([("s", 2)]);
         let sink1 = SinkKey { source: 0, sink: 1 };
@@ -1650,9 +1654,7 @@ mod tests {
     /// before a tenant's skip point now drops the point.
     #[test]
     fn a_row_committed_late_before_a_skip_point_goes_out_while_the_slow_sink_stays_full() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
-        store.watch_due_writes();
+        let (_dir, store) = watched_store();
         let now = 10_000_000;
         let map = SinkMap::of([("s", 2)]);
         let full = [(SINK0, 64)];
@@ -1676,9 +1678,7 @@ mod tests {
     /// due writes now brings the tenant in from the row's second.
     #[test]
     fn a_row_committed_seconds_after_its_due_time_is_claimed_without_the_resync() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
-        store.watch_due_writes();
+        let (_dir, store) = watched_store();
         let now = 10_000_000;
         let map = SinkMap::of([("s", 1)]);
         let mut set = ActiveSet::default();
@@ -1696,9 +1696,7 @@ mod tests {
     /// the next tick reads (and serves) the others.
     #[test]
     fn a_tick_reads_as_many_ready_tenants_as_it_may_claim_in_the_schedulers_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
-        store.watch_due_writes();
+        let (_dir, store) = watched_store();
         let now = 10_000_000;
         let map = SinkMap::of([("s", 1)]);
         for t in 1..=50u32 {

@@ -89,50 +89,53 @@ impl DueWrites {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::transitions::{self, IngestHook};
-    use crate::{Batch, Envelope};
+    use crate::fixture::{self, Hook};
+    use crate::tenants::TenantAllocator;
+    use crate::{Envelope, Store};
 
-    fn ingest(seq: u64, ord: u32, at: u64) -> Batch {
-        let env = Envelope {
-            received_at: at,
-            source_id: "s".into(),
-            tenant: format!("t{ord}"),
-            idempotency_key: None,
-            headers: vec![],
-            body: vec![1],
-        };
-        let mut b = Batch::new();
-        transitions::ingest(
-            &mut b,
-            &IngestHook {
-                seq,
-                ord,
-                envelope: &env,
-                sinks: 2,
-                archive: false,
-                dedupe_expires_at: None,
+    fn hook(tenant: &str, at: u64) -> Hook {
+        Hook {
+            envelope: Envelope {
+                received_at: at,
+                source_id: "s".into(),
+                tenant: tenant.into(),
+                idempotency_key: None,
+                headers: vec![],
+                body: vec![1],
             },
-        );
-        b
+            sinks: 2,
+            archive: false,
+        }
     }
 
-    /// The record keeps, per tenant, the earliest due key of all the
-    /// commits since the last take: a later write does not hide an earlier
-    /// one, whatever order they commit in.
+    /// Through the store's commits: the record keeps, per tenant, the
+    /// earliest due key of all the commits since the last take, so a later
+    /// write does not hide an earlier one whatever order they commit in.
     #[test]
     fn the_record_keeps_each_tenants_earliest_due_key_until_taken() {
-        let w = DueWrites::default();
-        w.note(&ingest(1, 7, 5_000).ops);
-        assert_eq!(w.take(), None, "off until watched");
-        w.watch();
-        w.note(&ingest(2, 7, 5_000).ops);
-        w.note(&ingest(3, 7, 4_000).ops);
-        w.note(&ingest(4, 7, 6_000).ops);
-        w.note(&ingest(5, 8, 9_000).ops);
-        let got = w.take().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let mut alloc = TenantAllocator::load(&store, 16).unwrap();
+        // Seq 1 (tenant a: ordinal 1) before recording is on.
+        fixture::ingest(&store, &mut alloc, &[hook("a", 5_000)]).unwrap();
+        assert_eq!(store.take_due_writes(), None, "off until watched");
+        store.watch_due_writes();
+        // Seqs 2, 3, 4 for a; 5 for b (ordinal 2), in separate commits.
+        for h in [
+            hook("a", 5_000),
+            hook("a", 4_000),
+            hook("a", 6_000),
+            hook("b", 9_000),
+        ] {
+            fixture::ingest(&store, &mut alloc, &[h]).unwrap();
+        }
+        let got = store.take_due_writes().unwrap();
         let at = |o: u32| got.get(&o).map(|k| (k.at, k.seq, k.sink));
-        assert_eq!((at(7), at(8)), (Some((4_000, 3, 0)), Some((9_000, 5, 0))));
-        assert_eq!(w.take(), Some(HashMap::new()), "taken: empty again");
+        assert_eq!((at(1), at(2)), (Some((4_000, 3, 0)), Some((9_000, 5, 0))));
+        assert_eq!(got.len(), 2);
+        assert!(
+            store.take_due_writes().unwrap().is_empty(),
+            "taken: empty again"
+        );
     }
 }
