@@ -31,6 +31,7 @@
 //! - [`faults`]: fault points between two writes, armed only by tests.
 //! - [`audit`]: the trail of destructive operator actions.
 //! - [`jobs`]: background job records, committed with their work.
+//! - [`tombstones`]: how many deleted entries a read stepped over (tests, benches).
 
 pub mod audit;
 pub mod batch;
@@ -58,6 +59,7 @@ pub mod schema;
 pub mod sinks;
 pub mod store;
 pub mod tenants;
+pub mod tombstones;
 pub mod transitions;
 pub mod values;
 pub mod waiting;

@@ -238,6 +238,27 @@ pub enum DueFrom {
     After { at: u64, seq: u64, sink: u16 },
 }
 
+impl DueFrom {
+    /// The due time (ms) the walk starts at.
+    pub fn at(self) -> u64 {
+        match self {
+            DueFrom::At(at) | DueFrom::After { at, .. } => at,
+        }
+    }
+
+    /// The first key of tenant `ord`'s due rows a walk from here may meet.
+    fn lower_bound(self, ord: u32) -> Vec<u8> {
+        match self {
+            DueFrom::At(at) => bounds::tenant_at(prefix::DUE, ord, at),
+            DueFrom::After { at, seq, sink } => {
+                let mut k = bounds::tenant_full(prefix::DUE, ord, at, seq, sink);
+                k.push(0);
+                k
+            }
+        }
+    }
+}
+
 /// Hands `f` the tenant's due rows from `from` up to `now`, in due order,
 /// until it breaks or `max_keys` rows were handed over. Rows that do not
 /// decode go to `bad` (up to a bound) and are not counted. Returns the rows
@@ -252,16 +273,10 @@ pub fn visit_due(
     bad: &mut Vec<Undecodable>,
     mut f: impl FnMut(DueRow) -> ControlFlow<()>,
 ) -> Result<usize> {
-    let lo = match from {
-        DueFrom::At(floor) if floor > now => return Ok(0),
-        DueFrom::At(floor) => bounds::tenant_at(prefix::DUE, ord, floor),
-        DueFrom::After { at, .. } if at > now => return Ok(0),
-        DueFrom::After { at, seq, sink } => {
-            let mut k = bounds::tenant_full(prefix::DUE, ord, at, seq, sink);
-            k.push(0);
-            k
-        }
-    };
+    if from.at() > now {
+        return Ok(0);
+    }
+    let lo = from.lower_bound(ord);
     let hi = bounds::tenant_at(prefix::DUE, ord, now.saturating_add(1));
     let mut seen = 0usize;
     if max_keys == 0 {
@@ -320,7 +335,14 @@ pub fn first_due_from(store: &Store, ord: u32, from: u64) -> Result<Option<DueRo
 /// dispatcher quarantines it when it comes due), and a key that does not
 /// decode is stepped over, so a bad row can never fail a marker cleanup.
 pub fn first_due_at(store: &Store, ord: u32, from: u64) -> Result<Option<u64>> {
-    let lo = bounds::tenant_at(prefix::DUE, ord, from);
+    first_due_time(store, ord, DueFrom::At(from))
+}
+
+/// [`first_due_at`] from any start: a caller that knows every row of the
+/// tenant before `from` is gone (the dispatcher, after claiming them)
+/// starts past their tombstones instead of stepping over each.
+pub fn first_due_time(store: &Store, ord: u32, from: DueFrom) -> Result<Option<u64>> {
+    let lo = from.lower_bound(ord);
     let (_, hi) = bounds::tenant(prefix::DUE, ord);
     let mut out = None;
     let mut skipped = 0usize;
