@@ -75,6 +75,8 @@ struct Report {
     light_max_ms: f64,
     /// The dispatcher's counters from start to the end of posting.
     dispatch: DispatchSeen,
+    /// The lone tenant's drain, on a daemon of its own after the rest.
+    drain: super::lone_drain::DrainCell,
     pass: bool,
     rule: String,
 }
@@ -200,9 +202,11 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         waits[i.min(waits.len() - 1)]
     };
     let light_served = waits.len();
+    let drain = super::lone_drain::measure(dir, quick)?;
     let pass = refused == 0
         && sinks.iter().filter(|s| !s.slow).all(|s| s.keeps_up)
-        && light_served == light.len();
+        && light_served == light.len()
+        && drain.pass;
     Ok(Report {
         quick,
         seconds: posted_s,
@@ -220,9 +224,10 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         light_p99_ms: pct(0.99),
         light_max_ms: waits.last().copied().unwrap_or(f64::NAN),
         dispatch,
+        drain,
         pass,
         rule: format!(
-            "each healthy sink delivers >= {KEEP_UP} x the acknowledged rate and ends with at most one second of ingest waiting; every light tenant served; no post refused"
+            "each healthy sink delivers >= {KEEP_UP} x the acknowledged rate and ends with at most one second of ingest waiting; every light tenant served; no post refused; the lone tenant drains at >= 0.5 x per_tenant / sink latency"
         ),
     })
 }
@@ -302,20 +307,20 @@ fn served(seen: &Seen, light: &[(String, Instant)]) -> usize {
 /// What the dispatcher did while posting, from its counters: why a sink
 /// falls behind shows here first (ticks that visit many tenants, or long).
 #[derive(Debug, Default, Serialize)]
-struct DispatchSeen {
-    ticks: u64,
+pub(super) struct DispatchSeen {
+    pub ticks: u64,
     /// Ticks started by a finished delivery.
-    refills: u64,
-    tenants_visited: u64,
-    rows_claimed: u64,
-    tick_seconds: f64,
+    pub refills: u64,
+    pub tenants_visited: u64,
+    pub rows_claimed: u64,
+    pub tick_seconds: f64,
     /// Tenants the last tick left out (every due row waits for a full sink).
-    tenants_quiet: u64,
+    pub tenants_quiet: u64,
 }
 
 /// `ankusa_sink_waiting_rows` per sink position and the dispatcher's
 /// counters, from the daemon's `/metrics`.
-async fn scrape(addr: SocketAddr) -> Result<(Vec<i64>, DispatchSeen)> {
+pub(super) async fn scrape(addr: SocketAddr) -> Result<(Vec<i64>, DispatchSeen)> {
     let c = super::ingest::Conn::open(addr).await?;
     let text = c.get("/metrics").await?;
     let mut out = vec![i64::MAX; SINKS];
@@ -396,6 +401,7 @@ fn print_report(r: &Report) {
         per_tick(d.rows_claimed),
         d.tenants_quiet
     );
+    super::lone_drain::print(&r.drain);
     println!(
         "rule: {}\nresult: {}",
         r.rule,

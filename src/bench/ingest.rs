@@ -233,7 +233,7 @@ url = "http://127.0.0.1:9/sink"
             clients.min(16),
             batch_request,
             // Counted only when every entry of it was accepted.
-            |status, answer| status == 200 && answer.windows(11).any(|w| w == b"\"refused\":0"),
+            batch_wholly_accepted,
         ))?;
         batch_run.add(started, lat, r, BATCH_ENTRIES);
         cpu[3].add(before, cpu_now());
@@ -492,19 +492,31 @@ fn single_request(i: u64) -> Req {
 
 /// Request `i` of the batch cell: [`BATCH_ENTRIES`] entries, one per line.
 fn batch_request(i: u64) -> Req {
-    let mut body = Vec::with_capacity(BATCH_ENTRIES as usize * (BODY_BYTES + 64));
-    for k in 0..BATCH_ENTRIES {
-        let n = 1_000_000_000 + i * BATCH_ENTRIES + k;
+    batch_of(
+        i,
+        BATCH_ENTRIES,
+        |n| format!("tenant-{}", n % TENANTS),
+        "/v1/sources/bench/hooks:batch",
+    )
+}
+
+/// Batch request `i` to `path`: `entries` hooks, one per line, entry `n`
+/// of the run for tenant `tenant(n)`.
+pub(super) fn batch_of(i: u64, entries: u64, tenant: fn(u64) -> String, path: &'static str) -> Req {
+    let mut body = Vec::with_capacity(entries as usize * (BODY_BYTES + 64));
+    for k in 0..entries {
+        let n = 1_000_000_000 + i * entries + k;
         let text = String::from_utf8_lossy(&body_for(n)).replace('"', "\\\"");
         body.extend_from_slice(
-            format!(
-                "{{\"tenant\":\"tenant-{}\",\"body\":\"{text}\"}}\n",
-                n % TENANTS
-            )
-            .as_bytes(),
+            format!("{{\"tenant\":\"{}\",\"body\":\"{text}\"}}\n", tenant(n)).as_bytes(),
         );
     }
-    ("/v1/sources/bench/hooks:batch", None, body)
+    (path, None, body)
+}
+
+/// Whether a batch answer accepted every entry of its request.
+pub(super) fn batch_wholly_accepted(status: u16, answer: &[u8]) -> bool {
+    status == 200 && answer.windows(11).any(|w| w == b"\"refused\":0")
 }
 
 /// What one client got back: the latency (ms) of each answer its check
@@ -565,7 +577,7 @@ async fn gather(tasks: Vec<tokio::task::JoinHandle<Tally>>, total: u64) -> Resul
 /// Sends `total` requests made by `make` from `clients` keep-alive
 /// connections; returns the latency (ms) of each answer `ok` accepts and
 /// the count of the others (and of failed connections).
-async fn drive_requests(
+pub(super) async fn drive_requests(
     addr: SocketAddr,
     total: u64,
     clients: usize,

@@ -5,6 +5,7 @@ pub mod delivery;
 pub mod dispatch_tick;
 pub mod gauges;
 pub mod ingest;
+mod lone_drain;
 pub mod migrate;
 
 use std::path::PathBuf;
