@@ -74,7 +74,7 @@ struct Report {
     light_p99_ms: f64,
     light_max_ms: f64,
     /// The dispatcher's counters from start to the end of posting.
-    dispatch: DispatchSeen,
+    dispatch: super::daemon_metrics::DispatchSeen,
     /// The lone tenant's drain, on a daemon of its own after the rest.
     drain: super::lone_drain::DrainCell,
     pass: bool,
@@ -149,7 +149,7 @@ fn measure(dir: &Path, quick: bool, seconds: f64, rate: f64) -> Result<Report> {
         .iter()
         .map(|h| h.load(Ordering::Relaxed))
         .collect();
-    let scraped = rt.block_on(scrape(addr));
+    let scraped = rt.block_on(super::daemon_metrics::scrape(addr, SINKS));
     let (mut acks, refused) = load.wrap_err("the load task failed")??;
     let light = light.wrap_err("the light tenants' task failed")??;
     // Light tenants get a grace of one more run length to be served.
@@ -302,60 +302,6 @@ fn served(seen: &Seen, light: &[(String, Instant)]) -> usize {
     seen.light.lock().map_or(0, |m| {
         light.iter().filter(|(t, _)| m.contains_key(t)).count()
     })
-}
-
-/// What the dispatcher did while posting, from its counters: why a sink
-/// falls behind shows here first (ticks that visit many tenants, or long).
-#[derive(Debug, Default, Serialize)]
-pub(super) struct DispatchSeen {
-    pub ticks: u64,
-    /// Ticks started by a finished delivery.
-    pub refills: u64,
-    pub tenants_visited: u64,
-    pub rows_claimed: u64,
-    pub tick_seconds: f64,
-    /// Tenants the last tick left out (every due row waits for a full sink).
-    pub tenants_quiet: u64,
-}
-
-/// `ankusa_sink_waiting_rows` per sink position and the dispatcher's
-/// counters, from the daemon's `/metrics`.
-pub(super) async fn scrape(addr: SocketAddr) -> Result<(Vec<i64>, DispatchSeen)> {
-    let c = super::ingest::Conn::open(addr).await?;
-    let text = c.get("/metrics").await?;
-    let mut out = vec![i64::MAX; SINKS];
-    let mut d = DispatchSeen::default();
-    for line in text.lines() {
-        if let Some((series, value)) = line.split_once(' ') {
-            let name = series.split('{').next().unwrap_or(series);
-            let v = value.trim().parse::<f64>().unwrap_or(0.0);
-            match name {
-                "ankusa_dispatch_ticks_total" => d.ticks = v as u64,
-                "ankusa_dispatch_refills_total" => d.refills = v as u64,
-                "ankusa_dispatch_tenants_visited_total" => d.tenants_visited = v as u64,
-                "ankusa_dispatch_rows_claimed_total" => d.rows_claimed = v as u64,
-                "ankusa_dispatch_tick_seconds_sum" => d.tick_seconds = v,
-                "ankusa_dispatch_tenants_quiet" => d.tenants_quiet = v as u64,
-                _ => {}
-            }
-        }
-        let Some(rest) = line.strip_prefix("ankusa_sink_waiting_rows{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.split_once("} ") else {
-            continue;
-        };
-        let sink = labels
-            .split(',')
-            .find_map(|l| l.strip_prefix("sink=\""))
-            .and_then(|s| s.trim_end_matches('"').parse::<usize>().ok());
-        if let (Some(i), Ok(v)) = (sink, value.trim().parse::<i64>()) {
-            if let Some(slot) = out.get_mut(i) {
-                *slot = v;
-            }
-        }
-    }
-    Ok((out, d))
 }
 
 fn print_report(r: &Report) {

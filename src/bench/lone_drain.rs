@@ -56,7 +56,7 @@ pub(super) struct DrainCell {
     /// `SHARE` x per_tenant / held latency.
     pub target_per_s: f64,
     /// The drain daemon's dispatcher, start to end.
-    pub dispatch: super::delivery::DispatchSeen,
+    pub dispatch: super::daemon_metrics::DispatchSeen,
     pub pass: bool,
 }
 
@@ -106,7 +106,7 @@ pub(super) fn measure(dir: &Path, quick: bool) -> Result<DrainCell> {
         }
         Ok(())
     });
-    let scraped = rt.block_on(super::delivery::scrape(addr));
+    let scraped = rt.block_on(super::daemon_metrics::scrape(addr, 1));
     daemon.stop()?;
     result?;
     let (_, dispatch) = scraped?;

@@ -1,6 +1,7 @@
 //! Self-asserting benchmarks: each compares cells of one run against each
 //! other (ratios), never against a wall-clock constant from another machine.
 
+mod daemon_metrics;
 pub mod delivery;
 pub mod dispatch_tick;
 pub mod gauges;
