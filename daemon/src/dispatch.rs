@@ -673,6 +673,7 @@ impl HeadWalk<'_, '_> {
     /// rows before it again when `open` (a sink they wait for has room and
     /// granted this tenant a walk), or from `floor` when it has none, taking the rows that may go now and extending the run of
     /// rows that must wait while it is unbroken.
+    ///
     /// `start` is where the tenant's head begins (its floor, or after the
     /// rows claimed before), `floor` the start of its oldest second.
     fn visit(
