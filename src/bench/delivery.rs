@@ -258,14 +258,7 @@ async fn sinks(seen: Arc<Seen>) -> Result<SocketAddr> {
     let app = axum::Router::new()
         .route("/{i}", axum::routing::post(hit))
         .with_state(seen);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .wrap_err("cannot bind the bench sinks")?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(addr)
+    super::serve_loopback(app, "the bench sinks").await
 }
 
 /// Posts one hook for each light tenant, spread evenly over the run;

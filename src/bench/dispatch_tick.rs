@@ -233,14 +233,7 @@ fn end_to_end(dir: &Path, hooks: u64) -> Result<EndToEnd> {
                 }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .wrap_err("cannot bind the bench sink")?;
-        let addr = listener.local_addr()?;
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok::<_, color_eyre::eyre::Report>(addr)
+        super::serve_loopback(app, "the bench sink").await
     })?;
     // The daemon's defaults, except a short tick: a 100 ms tick would
     // measure the tick interval rather than the pipeline.

@@ -183,14 +183,7 @@ async fn serve_sink(sink: Arc<Sink>, delay_ms: u64) -> Result<SocketAddr> {
     let app = axum::Router::new()
         .route("/", axum::routing::post(hit))
         .with_state((sink, Duration::from_millis(delay_ms)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .wrap_err("cannot bind the drain sink")?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(addr)
+    super::serve_loopback(app, "the drain sink").await
 }
 
 /// Posts `hooks` hooks of one tenant, [`ENTRIES`] a batch request, from

@@ -125,6 +125,21 @@ pub fn work_dir(
     }
 }
 
+/// Serves `app` on a loopback port of the current Tokio runtime, in the
+/// background for as long as the runtime runs; returns its address. The
+/// benches' sinks: `what` names it in the error.
+pub(crate) async fn serve_loopback(app: axum::Router, what: &str) -> Result<std::net::SocketAddr> {
+    use color_eyre::eyre::WrapErr;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .wrap_err_with(|| format!("cannot bind {what}"))?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(addr)
+}
+
 /// The `p`-th percentile (0..=100) of a sample, by nearest rank.
 pub fn percentile(samples: &mut [f64], p: f64) -> f64 {
     if samples.is_empty() {
