@@ -80,34 +80,68 @@ pub fn stored_waiting(store: &Store, mut bad: impl FnMut(String)) -> Result<Wait
     Ok(out)
 }
 
+/// How much [`fold_waiting_bounded`] holds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldBounds {
+    /// Due rows resolved per multi-get of their hooks (at least 1).
+    pub rows_per_read: usize,
+    /// Hooks whose source is remembered between reads (at least
+    /// `rows_per_read`, so one read's hooks always fit).
+    pub cache: usize,
+}
+
+impl FoldBounds {
+    /// What `store check`, `store repair` and the boot recount use: 4,096
+    /// remembered hooks are about 100 KiB.
+    pub const DEFAULT: Self = Self {
+        rows_per_read: 1024,
+        cache: 4096,
+    };
+}
+
 /// The counts from the rows: one walk of the due index, each hook's source
 /// read once (a hook's due rows are mostly neighbours, and a small cache
 /// covers the rest). Memory: the result, bounded by the sinks, and the
 /// cache. A due key that does not decode counts nowhere (the quarantine
 /// takes it); `store check` reports it on its own.
 pub fn fold_waiting(store: &Store) -> Result<Waiting> {
-    const CACHE: usize = 4096;
+    fold_waiting_bounded(store, FoldBounds::DEFAULT)
+}
+
+/// [`fold_waiting`] under other bounds; the result never depends on them
+/// (the property tests fold with tiny ones to prove it).
+///
+/// The cache only saves reads: a full cache is emptied *before* a read's
+/// hooks are chosen, so every row of the read finds its hook afterwards.
+/// Emptying it after the choice dropped the hooks of rows that had been
+/// cached, and those rows counted nowhere: the drift `store check` reported
+/// on every store of a few thousand hooks (issue 35) was the fold's, not the
+/// stored counts'.
+pub fn fold_waiting_bounded(store: &Store, limits: FoldBounds) -> Result<Waiting> {
+    let per_read = limits.rows_per_read.max(1);
+    let cache_max = limits.cache.max(per_read);
     let (lo, hi) = bounds::family(prefix::DUE);
     let mut out = Waiting::new();
     let mut cache: BTreeMap<u64, Option<String>> = BTreeMap::new();
-    let mut rows: Vec<(u64, u16)> = Vec::with_capacity(1024);
+    let mut rows: Vec<(u64, u16)> = Vec::with_capacity(per_read);
     let flush = |rows: &mut Vec<(u64, u16)>,
                  cache: &mut BTreeMap<u64, Option<String>>,
                  out: &mut Waiting|
      -> Result<()> {
+        if cache.len() + rows.len() > cache_max {
+            cache.clear();
+        }
         let wanted: Vec<u64> = {
             let mut w: Vec<u64> = rows
                 .iter()
                 .map(|r| r.0)
                 .filter(|s| !cache.contains_key(s))
                 .collect();
+            w.sort_unstable();
             w.dedup();
             w
         };
         if !wanted.is_empty() {
-            if cache.len() + wanted.len() > CACHE {
-                cache.clear();
-            }
             let hook_keys: Vec<Vec<u8>> =
                 wanted.iter().map(|s| keys::hook_key(*s).to_vec()).collect();
             let found = store.multi_get(Family::Hooks, &hook_keys)?;
@@ -128,7 +162,7 @@ pub fn fold_waiting(store: &Store) -> Result<Waiting> {
         if let Ok(key) = DueKey::decode(k) {
             rows.push((key.seq, key.sink));
         }
-        if rows.len() >= 1024 {
+        if rows.len() >= per_read {
             if let Err(e) = flush(&mut rows, &mut cache, &mut out) {
                 err = Some(e);
                 return Ok(ControlFlow::Break(()));

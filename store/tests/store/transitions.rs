@@ -195,23 +195,30 @@ proptest! {
     /// Counters equal a fold after any sequence of transitions, and no due
     /// row is ever without its marker (both checked by `store check`).
     #[test]
-    fn counters_equal_a_fold_after_any_sequence_of_transitions(ops in proptest::collection::vec(op(), 1..60)) {
+    fn counters_equal_a_fold_after_any_sequence_of_transitions(
+        ops in proptest::collection::vec(op(), 1..60),
+        bounds in (1usize..4, 0usize..6).prop_map(|(rows_per_read, extra)| ankusa_store::waiting::FoldBounds { rows_per_read, cache: rows_per_read + extra }),
+    ) {
         let (_d, store) = fresh();
         let mut alloc = TenantAllocator::load(&store, 100).unwrap();
         let mut m = Model::default();
         let mut now = 1_700_000_000_000u64;
-        for op in &ops {
+        for (step, op) in ops.iter().enumerate() {
             apply(&store, &mut alloc, &mut m, &mut now, op);
+            // After every step, the rows waiting per sink (all of one
+            // source here) are the model's due rows, sink by sink, both as
+            // stored and as folded, whatever the fold's memory bounds.
+            let stored = ankusa_store::waiting::stored_waiting(&store, |_| {}).unwrap();
+            let folded = ankusa_store::waiting::fold_waiting_bounded(&store, bounds).unwrap();
+            for sink in 0u16..3 {
+                let want = m.due.iter().filter(|r| r.sink == sink).count() as i64;
+                let key = ("src".to_string(), sink);
+                prop_assert_eq!(stored.get(&key).copied().unwrap_or(0), want, "stored, sink {} after step {} {:?}", sink, step, op);
+                prop_assert_eq!(folded.get(&key).copied().unwrap_or(0), want, "folded under {:?}, sink {} after step {} {:?}", bounds, sink, step, op);
+            }
         }
         let rep = check::run(&store, |_, _| {}).unwrap();
         prop_assert!(rep.ok(), "{:#?}", rep.mismatches);
-        // The rows waiting per sink (all of one source here) are the
-        // model's due rows, sink by sink.
-        let stored = ankusa_store::waiting::stored_waiting(&store, |_| {}).unwrap();
-        for sink in 0u16..3 {
-            let want = m.due.iter().filter(|r| r.sink == sink).count() as i64;
-            prop_assert_eq!(stored.get(&("src".to_string(), sink)).copied().unwrap_or(0), want, "sink {}", sink);
-        }
         // And each tenant's counters equal its own fold and the model.
         let mut sum = ankusa_store::Counters::default();
         for t in TENANTS {
