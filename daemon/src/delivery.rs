@@ -52,6 +52,11 @@ const HOP_BY_HOP: &[&str] = &[
 /// Bytes of a failing answer's body kept in the error text.
 const ERROR_BODY: usize = 120;
 
+/// How long an answer's body is read after its status line: long enough
+/// for a small body on a slow link, short against the sink timeout. The
+/// outcome does not wait for more (see [`Deliverer::attempt`]).
+pub const BODY_WAIT: Duration = Duration::from_millis(250);
+
 /// What an attempt came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -382,13 +387,22 @@ impl Deliverer {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
+        let class = classify_status(status, sink.retry_4xx);
+        // The status line decides: the body is read only for the error text
+        // and so that a small answer leaves its connection reusable, and
+        // never for longer than BODY_WAIT. Waiting for a 2xx's body would
+        // keep the row in flight while a sink trickles it, up to the sink
+        // timeout, and a crash in that window delivers the hook again.
         let snippet = read_snippet(resp).await;
+        if class == Retryability::Success {
+            return Verdict::Delivered { status };
+        }
         let error = if snippet.is_empty() {
             format!("HTTP {status}")
         } else {
             format!("HTTP {status}: {snippet}")
         };
-        match classify_status(status, sink.retry_4xx) {
+        match class {
             Retryability::Success => Verdict::Delivered { status },
             Retryability::Retry => Verdict::Retry {
                 status,
@@ -401,17 +415,22 @@ impl Deliverer {
 }
 
 /// Reads the start of a body (so a small answer's connection can be
-/// reused) and keeps at most [`ERROR_BODY`] bytes of it as text.
+/// reused) for at most [`BODY_WAIT`], and keeps at most [`ERROR_BODY`]
+/// bytes of it as text. A body not read to its end closes the connection.
 async fn read_snippet(mut resp: reqwest::Response) -> String {
     let mut buf = Vec::new();
     // Read at most 64 KiB: a sink answering with a huge body must not make
     // us buffer it; the connection is simply not reused then.
-    while buf.len() < 64 * 1024 {
-        match resp.chunk().await {
-            Ok(Some(c)) => buf.extend_from_slice(&c),
-            _ => break,
+    let read = async {
+        while buf.len() < 64 * 1024 {
+            match resp.chunk().await {
+                Ok(Some(c)) => buf.extend_from_slice(&c),
+                _ => break,
+            }
         }
-    }
+    };
+    // A slow body keeps what arrived in time.
+    let _ = tokio::time::timeout(BODY_WAIT, read).await;
     let end = buf.len().min(ERROR_BODY);
     String::from_utf8_lossy(&buf[..end])
         .chars()

@@ -279,7 +279,7 @@ async fn every_sink_behaviour_ends_delivered_or_dead() {
         metric(&c, &d, "ankusa_reclaimed_hooks_total").await >= (6 * N) as u64
     })
     .await;
-    assert!(d.stop().success());
+    d.stop_clean();
 
     let s = Store::open_read_only(&d_store(&dir)).unwrap();
     let per_hook = |path: &str| -> HashMap<String, Vec<Hit>> {
@@ -590,7 +590,7 @@ async fn large_and_small_bodies_get_equal_bytes() {
     let c = client();
     post_sized(&c, &d, "large", LARGE, LARGE_SIZE).await;
     post_sized(&c, &d, "small", SMALL, SMALL_SIZE).await;
-    assert!(d.stop().success());
+    d.stop_clean();
 
     let dispatch = "reclaim_interval = \"200ms\"\ndrain_timeout = \"2s\"\n\
                     max_inflight_bytes = 1048576\ntick_rows = 1024\nscan_rows = 1024\n\
@@ -674,7 +674,7 @@ async fn sigkill_during_delivery_loses_nothing() {
     sink.hold_ms.store(0, std::sync::atomic::Ordering::Relaxed);
     let d = Daemon::start(dir.path());
     wait_settled(&d.store, Duration::from_secs(60)).await;
-    assert!(d.stop().success());
+    d.stop_clean();
     // Only answers the sink finished count: a request cut by the kill was
     // not delivered.
     let seen: HashSet<String> = sink.completed.lock().unwrap().iter().cloned().collect();
@@ -778,4 +778,77 @@ async fn the_admin_api_reports_the_cumulative_totals() {
     }
     d.stop();
     store_check(&dir.path().join("store"));
+}
+
+/// A sink that answers `200` at once and then trickles its body, a byte
+/// every 500 ms for 20 s (a raw socket: the status line and headers first,
+/// the body after). Sets `finished` once the last byte is written.
+async fn start_trickling_sink(finished: Arc<std::sync::atomic::AtomicBool>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let finished = finished.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                const BODY: usize = 40;
+                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {BODY}\r\n\r\n");
+                if sock.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                for _ in 0..BODY {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    if sock.write_all(b"x").await.is_err() {
+                        return;
+                    }
+                }
+                finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+    });
+    format!("http://{addr}/trickle")
+}
+
+/// The status line decides an attempt (docs/delivery.md): a `200` whose
+/// body trickles for 20 s is recorded delivered while the body is still
+/// coming, not after it (which kept the row in flight, and a crash in that
+/// window delivered the hook twice). The sink's timeout is longer than the
+/// trickle, so only the daemon's own bound on the body can end the read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_2xx_is_delivered_on_its_status_line_while_its_body_trickles() {
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let url = start_trickling_sink(finished.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        &config_dispatching(
+            FAST,
+            "",
+            &source("drip", "acme", &url, "timeout = \"60s\"\nmax_attempts = 3"),
+        ),
+    );
+    let d = Daemon::start(dir.path());
+    let c = client();
+    post(&c, &d, "drip", "{}").await;
+    wait_until(
+        "the delivery to be recorded before the body ends",
+        Duration::from_secs(15),
+        || async { metric(&c, &d, "ankusa_delivery_delivered_total").await == 1 },
+    )
+    .await;
+    assert!(
+        !finished.load(std::sync::atomic::Ordering::SeqCst),
+        "the delivery waited for the whole body"
+    );
+    assert_eq!(metric(&c, &d, "ankusa_delivery_attempts_total").await, 1);
+    d.stop_clean();
+    check_store(&dir.path().join("store"));
 }
