@@ -238,7 +238,7 @@ async fn a_backup_beside_a_busy_daemon_restores_every_acknowledged_hook() {
     stop.store(true, Ordering::SeqCst);
     loader.await.unwrap();
     replay.await.unwrap();
-    assert!(d.stop().success());
+    d.stop_clean();
     store_check(&store);
 
     // --keep 2: the first backup went when the third was taken.
@@ -342,7 +342,7 @@ async fn a_backup_beside_a_busy_daemon_restores_every_acknowledged_hook() {
             "{id} reuses a seq the lost store minted"
         );
     }
-    assert!(d.stop().success());
+    d.stop_clean();
     store_check(&restored);
 }
 
@@ -370,7 +370,7 @@ fn small_store(dir: &Path, node: &str) -> PathBuf {
         assert_eq!(raw(&format!("{{\"i\":{i}}}")).status, 202);
     }
     let store = d.store.clone();
-    assert!(d.stop().success());
+    d.stop_clean();
     store
 }
 
@@ -527,7 +527,7 @@ fn restore_refuses_a_used_target_and_keeps_the_node_identity() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("stop the daemon"));
-    assert!(d.stop().success());
+    d.stop_clean();
 
     // An empty directory (a freshly mounted volume) takes it; a daemon
     // configured as another node refuses it, naming both ids.
@@ -591,7 +591,7 @@ async fn the_backup_route_is_for_admins_and_refuses_what_it_does_not_understand(
     // No [node] in the config: the id the first boot generated names it.
     assert!(parse_node(name).starts_with('n'), "{done}");
     assert_eq!(names(&to), vec![name.to_owned()]);
-    assert!(d.stop().success());
+    d.stop_clean();
     store_check(&to.join(name));
 }
 

@@ -225,7 +225,7 @@ fn a_node_id_that_is_bad_or_not_the_stores_refuses_to_boot() {
     );
     assert!(!dir.path().join("store").exists());
     write_config(dir.path(), &config_with("[node]\nid = \"eu-1\"\n", sources));
-    assert!(Daemon::start(dir.path()).stop().success());
+    Daemon::start(dir.path()).stop_clean();
     write_config(dir.path(), &config_with("[node]\nid = \"eu-2\"\n", sources));
     one_plain_line(
         &run(&["serve", "--config", "ankusa.toml"], dir.path()),
@@ -238,5 +238,5 @@ fn a_node_id_that_is_bad_or_not_the_stores_refuses_to_boot() {
     );
     // Without [node] the store's id stands.
     write_config(dir.path(), &config_with("", sources));
-    assert!(Daemon::start(dir.path()).stop().success());
+    Daemon::start(dir.path()).stop_clean();
 }

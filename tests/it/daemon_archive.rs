@@ -122,7 +122,7 @@ async fn archived_hooks_are_in_the_files_settled_and_reclaimed() {
     wait_metric(&c, &d, "ankusa_delivery_delivered_total", n as u64).await;
     wait_metric(&c, &d, "ankusa_archive_hooks_total", n as u64).await;
     wait_metric(&c, &d, "ankusa_reclaimed_hooks_total", n as u64).await;
-    assert!(d.stop().success());
+    d.stop_clean();
     assert!(hits.load(Ordering::Relaxed) >= n as u64);
 
     let lines = read_archive(&dir.path().join("arch"));
@@ -195,7 +195,7 @@ async fn an_unwritable_archive_delivers_but_never_reclaims() {
     assert_eq!(metric(&c, &d, "ankusa_archive_hooks_total").await, 0);
     assert_eq!(metric(&c, &d, "ankusa_archive_failing").await, 1);
     assert_eq!(metric(&c, &d, "ankusa_reclaimed_hooks_total").await, 0);
-    assert!(d.stop().success());
+    d.stop_clean();
 
     let store = dir.path().join("store");
     let counters = node(&store);
@@ -226,7 +226,7 @@ async fn with_the_archive_off_no_obligation_is_written() {
     let d = Daemon::start(dir.path());
     let c = client();
     post_many(&c, &d, 10).await;
-    assert!(d.stop().success());
+    d.stop_clean();
     let store = dir.path().join("store");
     assert_eq!(node(&store).archive_pending, 0);
     let s = Store::open_read_only(&store).unwrap();

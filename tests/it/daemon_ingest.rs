@@ -192,7 +192,7 @@ async fn a_duplicate_idempotency_key_answers_the_original_id() {
     assert_eq!(ids.len(), 1, "one id for one key: {ids:?}");
     assert_eq!(fresh, 1, "exactly one request stored the hook");
 
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     assert_eq!(queries::node_counters(&s).unwrap().get(Field::Pending), 3);
     let now = ankusa_store::system_now_ms();
@@ -343,7 +343,7 @@ async fn every_refusal_has_its_status_and_stable_code_and_stores_nothing() {
         assert!(metrics.contains(&line), "{line}in\n{metrics}");
     }
 
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     assert!(
         queries::node_counters(&s).unwrap().is_zero(),
@@ -456,7 +456,7 @@ async fn signatures_are_verified_and_bad_ones_store_nothing() {
     .await;
     assert_eq!((st, v["error"].as_str()), (401, Some("signature_missing")));
 
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     assert_eq!(
         queries::node_counters(&s).unwrap().get(Field::Pending),
@@ -517,7 +517,7 @@ async fn a_new_tenant_past_tenants_max_is_refused_and_existing_ones_never_are() 
             ),
         }
     }
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     assert_eq!(tenants::allocated(&s).unwrap(), 2);
     assert!(tenants::ord_of(&s, "c").unwrap().is_none());
@@ -569,7 +569,7 @@ async fn a_full_writer_queue_answers_503_and_loses_nothing() {
     }
     assert!(full > 0, "the burst never filled the queue");
     assert!(!accepted.is_empty());
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     for id in &accepted {
         assert!(
@@ -680,7 +680,7 @@ fn a_second_daemon_on_the_same_store_is_refused_clearly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("in use by another process"), "{err}");
     assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
-    assert!(first.stop().success());
+    first.stop_clean();
 }
 
 #[test]
@@ -754,7 +754,7 @@ fn boot_returns_inflight_rows_to_due() {
     }
     write_config(dir.path(), &config_with("", SHOP_AND_SHARED));
     let d = Daemon::start(dir.path());
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&path).unwrap();
     let node = queries::node_counters(&s).unwrap();
     assert_eq!(

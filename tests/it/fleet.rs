@@ -192,8 +192,8 @@ async fn two_nodes_mint_disjoint_ids_and_refuse_each_others() {
         assert!(ankusa_ok(&["node", "status", "--store", store])
             .contains(&format!("node       {node}\n")));
     }
-    assert!(a.stop().success());
-    assert!(b.stop().success());
+    a.stop_clean();
+    b.stop_clean();
     store_check(&da.path().join("store"));
     store_check(&db.path().join("store"));
 }
@@ -217,7 +217,7 @@ async fn an_id_from_before_the_node_had_one_still_finds_its_hook() {
         is_dead(&store, &first)
     })
     .await;
-    assert!(d.stop().success());
+    d.stop_clean();
     // The store as an earlier release left it: no identity.
     {
         let db = common::raw_open(&store);
@@ -240,7 +240,7 @@ async fn an_id_from_before_the_node_had_one_still_finds_its_hook() {
         seen.lock().unwrap().iter().filter(|s| **s == old).count() >= 1
     })
     .await;
-    assert!(d.stop().success());
+    d.stop_clean();
     store_check(&dir.path().join("store"));
 }
 
@@ -486,8 +486,8 @@ async fn haproxy_keeps_each_tenant_on_one_node_and_routes_around_a_drain() {
     })
     .await;
     ankusa_ok(&["node", "drain", "--wait", "--store", &sb]);
-    assert!(a.stop().success());
-    assert!(b.stop().success());
+    a.stop_clean();
+    b.stop_clean();
     store_check(&da.path().join("store"));
     store_check(&db.path().join("store"));
 }

@@ -427,7 +427,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     .await
     .unwrap();
     assert_eq!(empty["owed"].as_u64(), Some(0), "{empty}");
-    assert!(daemons[2].take().unwrap().stop().success());
+    daemons[2].take().unwrap().stop_clean();
 
     for p in producers {
         p.await.unwrap();
@@ -448,7 +448,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     }
     for d in daemons.iter_mut() {
         if let Some(d) = d.take() {
-            assert!(d.stop().success());
+            d.stop_clean();
         }
     }
 
@@ -539,7 +539,7 @@ async fn a_fleet_under_load_loses_no_acknowledged_hook_through_a_kill_and_a_drai
     };
     assert_eq!(fleet, counted, "the fleet view's totals: {v}");
     for d in again {
-        assert!(d.stop().success());
+        d.stop_clean();
     }
     assert!(
         dead.iter().all(|id| !log.accepted.contains_key(id)),

@@ -113,5 +113,5 @@ async fn every_sample_carries_the_node_label() {
         "/metrics: {samples} samples in {} series names, each with node=\"eu-1\"",
         families.len()
     );
-    assert!(d.stop().success());
+    d.stop_clean();
 }

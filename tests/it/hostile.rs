@@ -277,7 +277,7 @@ async fn admin_requests_that_could_mean_something_else_are_refused_as_json_and_c
     };
     assert_eq!(st, 200, "{dry}");
     assert_eq!(dry["rows"], own_before["counters"]["dead"], "{dry}");
-    assert!(d.stop().success());
+    d.stop_clean();
 }
 
 const SOURCES: &str = r#"
@@ -462,7 +462,7 @@ async fn ingest_requests_that_could_mean_something_else_are_refused_and_store_no
           x-tenant: acme\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
     );
     assert_eq!(chunked.status, 202, "{chunked:?}");
-    assert!(d.stop().success());
+    d.stop_clean();
     let s = Store::open_read_only(&dir.path().join("store")).unwrap();
     assert_eq!(
         queries::node_counters(&s).unwrap().pending,
@@ -532,7 +532,7 @@ async fn slow_request_heads_are_cut_off_at_the_header_timeout() {
     assert!(m >= 51, "{m} header timeouts counted");
     // The node still serves.
     assert_eq!(raw(&d.base, &good("")).status, 202);
-    assert!(d.stop().success());
+    d.stop_clean();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -587,7 +587,7 @@ async fn connections_past_the_cap_are_refused_and_the_node_serves_again_when_the
     let c = client();
     let n = common::metric(&c, &d, "ankusa_http_connections_refused_total").await;
     assert!(n >= 301, "{n}");
-    assert!(d.stop().success());
+    d.stop_clean();
 }
 
 #[test]

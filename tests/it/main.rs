@@ -10,6 +10,7 @@ mod batch;
 mod breaker;
 mod cli_migrate;
 mod cli_mistakes;
+mod chaos;
 mod cli_store;
 mod common;
 mod console_pty;

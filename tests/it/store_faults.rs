@@ -291,7 +291,7 @@ async fn out_of_descriptors_the_node_refuses_honestly_and_recovers_by_itself() {
     // Let delivery catch up a little, then stop.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let t = Instant::now();
-    assert!(d.stop().success());
+    d.stop_clean();
     eprintln!("stopped in {:?}", t.elapsed());
     let got = delivered.lock().unwrap().clone();
     let t = Instant::now();
@@ -351,7 +351,7 @@ async fn on_a_full_disk_the_node_refuses_honestly_and_recovers_when_space_return
         acked.push(id_of(&a.body).unwrap());
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(d.stop().success());
+    d.stop_clean();
     let got = delivered.lock().unwrap().clone();
     assert_nothing_lost(&mnt.join("store"), &acked, &got);
 }

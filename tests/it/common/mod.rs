@@ -128,6 +128,25 @@ impl Daemon {
         self.signal_and_wait(Signal::SIGTERM)
     }
 
+    /// SIGTERM, then waits for the exit, which must be 0 (the documented
+    /// status of a clean stop, whatever the load): otherwise panics with
+    /// the status and the end of the daemon's log, so a failure says why.
+    pub fn stop_clean(mut self) {
+        let status = self.signal_and_wait(Signal::SIGTERM);
+        assert!(
+            status.success(),
+            "the daemon did not stop cleanly on SIGTERM: {status}; its log ends:\n{}",
+            self.log_tail(60)
+        );
+    }
+
+    /// The last `lines` lines of the daemon's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// SIGKILL, then waits for the exit.
     pub fn kill9(mut self) -> ExitStatus {
         self.signal_and_wait(Signal::SIGKILL)
@@ -152,7 +171,17 @@ impl Daemon {
             if let Some(st) = child.try_wait().expect("wait daemon") {
                 return st;
             }
-            assert!(Instant::now() < deadline, "daemon did not exit");
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(60).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "the daemon did not exit within 60 s; its log ends:\n{}",
+                    tail.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -174,6 +203,11 @@ impl Drop for Daemon {
 /// Runs `ankusa store check` on a stopped store; panics with its output
 /// unless it passes.
 pub fn store_check(store: &Path) {
+    store_check_when(store, "at the end");
+}
+
+/// [`store_check`], saying `when` it ran in the failure.
+pub fn store_check_when(store: &Path, when: &str) {
     let out = Command::new(BIN)
         .args(["store", "check", "--store"])
         .arg(store)
@@ -181,7 +215,7 @@ pub fn store_check(store: &Path) {
         .expect("run store check");
     assert!(
         out.status.success(),
-        "store check failed ({}):\n{}\n{}",
+        "store check failed {when} ({}):\n{}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
