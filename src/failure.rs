@@ -189,7 +189,9 @@ fn store_kind(e: &StoreError) -> Option<Exit> {
         | StoreError::ReadOnly(_)
         | StoreError::Busy(_)
         | StoreError::Reopening
-        | StoreError::TenantLimit { .. } => Some(Exit::Unavailable),
+        | StoreError::TenantLimit { .. }
+        // Not a bug of ours: the file must be restored (the message says how).
+        | StoreError::Damaged { .. } => Some(Exit::Unavailable),
         StoreError::Io { source, .. } => kind_of(source),
         _ => None,
     }

@@ -85,30 +85,29 @@ pub struct Inflight {
     idle: Notify,
 }
 
+/// A lock of the in-flight maps, past a poisoning: a panic elsewhere while
+/// one was held left counts that are still the best there are, and an empty
+/// map would lift every per-tenant and per-sink cap at once.
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Inflight {
     fn add(&self, row: &InflightRow, sink: Option<SinkKey>) {
-        if let Ok(mut m) = self.by_tenant.lock() {
-            *m.entry(row.ord).or_insert(0) += 1;
+        *locked(&self.by_tenant).entry(row.ord).or_insert(0) += 1;
+        if let Some(k) = sink {
+            *locked(&self.by_sink).entry(k).or_insert(0) += 1;
         }
-        if let (Some(k), Ok(mut m)) = (sink, self.by_sink.lock()) {
-            *m.entry(k).or_insert(0) += 1;
-        }
-        if let Ok(mut rows) = self.rows.lock() {
-            rows.insert((row.seq, row.sink), sink);
-        }
+        locked(&self.rows).insert((row.seq, row.sink), sink);
         self.bytes.fetch_add(u64::from(row.size), Ordering::SeqCst);
         self.total.fetch_add(1, Ordering::SeqCst);
     }
 
     fn done(&self, row: &InflightRow) {
         let ord = row.ord;
-        let sink = self
-            .rows
-            .lock()
-            .ok()
-            .and_then(|mut rows| rows.remove(&(row.seq, row.sink)))
-            .flatten();
-        if let (Some(k), Ok(mut m)) = (sink, self.by_sink.lock()) {
+        let sink = locked(&self.rows).remove(&(row.seq, row.sink)).flatten();
+        if let Some(k) = sink {
+            let mut m = locked(&self.by_sink);
             if let Some(c) = m.get_mut(&k) {
                 *c = c.saturating_sub(1);
                 if *c == 0 {
@@ -116,7 +115,8 @@ impl Inflight {
                 }
             }
         }
-        if let Ok(mut m) = self.by_tenant.lock() {
+        {
+            let mut m = locked(&self.by_tenant);
             if let Some(c) = m.get_mut(&ord) {
                 *c = c.saturating_sub(1);
                 if *c == 0 {
@@ -140,19 +140,16 @@ impl Inflight {
     }
 
     fn snapshot(&self) -> HashMap<u32, u32> {
-        self.by_tenant.lock().map(|m| m.clone()).unwrap_or_default()
+        locked(&self.by_tenant).clone()
     }
 
     fn sinks(&self) -> HashMap<SinkKey, u32> {
-        self.by_sink.lock().map(|m| m.clone()).unwrap_or_default()
+        locked(&self.by_sink).clone()
     }
 
     /// The rows being delivered now.
     fn held(&self) -> HashSet<(u64, u16)> {
-        self.rows
-            .lock()
-            .map(|r| r.keys().copied().collect())
-            .unwrap_or_default()
+        locked(&self.rows).keys().copied().collect()
     }
 
     async fn wait_idle(&self) {
@@ -566,6 +563,12 @@ struct Quiet {
     waits: Vec<SinkKey>,
 }
 
+/// How long a tenant whose rows a damaged table file holds is left out of
+/// the ticks before it is read again (a row written for it wakes it
+/// sooner): every read of the damaged block fails until the store is
+/// restored.
+pub const DAMAGED_RETRY_MS: u64 = 30_000;
+
 /// Head walks a sink with room grants a tick at least (see
 /// [`ActiveSet::grant_heads`]).
 pub const GRANT_MIN: usize = 8;
@@ -900,7 +903,25 @@ pub fn plan_tick(
             // (a quiet tenant may be visited for another sink it waits for).
             let open =
                 granted.contains(&a.ord) && skip.is_some_and(|k| walk.sinks.room(k.waits) > 0);
-            let mut head = walk.visit(a.ord, start, floor, skip, open)?;
+            let mut head = match walk.visit(a.ord, start, floor, skip, open) {
+                Ok(head) => head,
+                // A damaged block under this tenant's rows fails every visit
+                // of it: set it aside and serve the others, so one damaged
+                // file does not stop the node's every delivery. The store
+                // has recorded the damage (readiness, /metrics).
+                Err(StoreError::Damaged { .. }) => {
+                    active.pop();
+                    set.quiet.insert(
+                        a.ord,
+                        Quiet {
+                            until: now.saturating_add(DAMAGED_RETRY_MS),
+                            waits: Vec::new(),
+                        },
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             head.complete &= walk.bad.len() == bad_before;
             if walk.bad.len() != bad_before {
                 // Where a row that does not decode sat among the rows read
@@ -1491,6 +1512,40 @@ mod tests {
     use super::*;
     use ankusa_store::transitions::IngestHook;
     use ankusa_store::Envelope;
+
+    /// A panic while a map of the in-flight accounting was locked must
+    /// not lift the caps: the counts stay what they were, and later rows
+    /// are still counted and released.
+    #[test]
+    fn the_inflight_counts_survive_a_poisoned_lock() {
+        let f = Inflight::default();
+        let sink = SinkKey { source: 0, sink: 0 };
+        let row = |seq| InflightRow {
+            ord: 7,
+            seq,
+            sink: 0,
+            size: 10,
+        };
+        f.add(&row(1), Some(sink));
+        f.add(&row(2), Some(sink));
+        std::thread::scope(|s| {
+            let _ = s
+                .spawn(|| {
+                    let _held = (f.by_tenant.lock(), f.by_sink.lock(), f.rows.lock());
+                    panic!("a panic while the in-flight maps are held");
+                })
+                .join();
+        });
+        assert!(f.by_tenant.is_poisoned() && f.by_sink.is_poisoned() && f.rows.is_poisoned());
+        assert_eq!(f.snapshot().get(&7), Some(&2), "the tenant's count is kept");
+        assert_eq!(f.sinks().get(&sink), Some(&2), "the sink's count is kept");
+        assert_eq!(f.held().len(), 2);
+        f.add(&row(3), Some(sink));
+        f.done(&row(1));
+        assert_eq!(f.snapshot().get(&7), Some(&2));
+        assert_eq!(f.sinks().get(&sink), Some(&2));
+        assert_eq!(f.total(), 2);
+    }
 
     fn due_at(store: &Store, seq: u64, ord: u32, at: u64) {
         hooks_with_sinks(store, seq..seq + 1, ord, at, 1);

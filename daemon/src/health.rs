@@ -6,7 +6,9 @@
 //! - `GET /healthz` (readiness, what a load balancer checks): `200` while
 //!   the store takes writes, `503` with the fault while it does not, so a
 //!   balancer takes the node out for as long as it could only refuse hooks,
-//!   and `503 draining` while an operator drains the node.
+//!   `503 store_damaged` once a read met a damaged table file (until the
+//!   store is restored), and `503 draining` while an operator drains the
+//!   node.
 //! - `GET /livez` (liveness): `200` while the process serves HTTP at all;
 //!   a store fault is not a reason to restart the process.
 //!
@@ -43,6 +45,21 @@ pub const REOPEN_WAIT: Duration = Duration::from_secs(5);
 
 /// `GET /healthz`.
 pub fn readiness(store: &Store) -> Response {
+    if let (None, Some(d)) = (store.write_fault(), store.damage()) {
+        // Not ready for good: some reads fail on every try, and a restart
+        // would not mend the file (liveness stays 200, so nothing
+        // restarts the process into a loop).
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "status": "unavailable",
+                "reason": "store_damaged",
+                "message": "a table file of the store is damaged: reads that need it fail; stop the daemon and restore the store from a backup (docs/deployment.md, \"A damaged table file\")",
+                "damage": d,
+            })),
+        )
+            .into_response();
+    }
     match store.write_fault() {
         None => match ankusa_store::node::drain(store) {
             Ok(None) => Json(json!({"status": "ok"})).into_response(),

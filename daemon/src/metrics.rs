@@ -307,6 +307,27 @@ pub const TOP_TENANTS: usize = 100;
 pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     use ankusa_store::{queries, tenants};
     let mut out = String::with_capacity(8192);
+    // Damage first: it is in memory, and a damaged block the gauges' reads
+    // need makes the rest of the page an error.
+    let damage = store.damage();
+    for (name, kind, help, v) in [
+        (
+            "ankusa_store_damaged",
+            "gauge",
+            "1 once a read met a damaged table file of the store (/healthz names it; docs/deployment.md, \"A damaged table file\").",
+            u64::from(damage.is_some()),
+        ),
+        (
+            "ankusa_store_damaged_reads_total",
+            "counter",
+            "Reads that failed on a damaged table file since the daemon started.",
+            damage.as_ref().map_or(0, |d| d.failed_reads),
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {v}");
+    }
     // The same reads as the gauge tick `bench gauges` measures.
     let g = queries::gauges(store, now, TOP_TENANTS)?;
     // The node's id and the daemon's version (docs/fleet.md).

@@ -102,6 +102,15 @@ pub enum StoreError {
     #[error("the store is being reopened after a write fault; retry shortly")]
     Reopening,
 
+    /// A read met a damaged table file ([`crate::damage`]): it fails
+    /// every time until the store is restored.
+    #[error("a table file of the store is damaged{}: reads of {family} that need it fail ({message}); stop the daemon and restore the store from a backup (docs/deployment.md, \"A damaged table file\")", file.as_deref().map(|f| format!(": {f}")).unwrap_or_default())]
+    Damaged {
+        family: &'static str,
+        file: Option<String>,
+        message: String,
+    },
+
     #[error("scan of {family} stopped early: {message}")]
     Scan {
         family: &'static str,

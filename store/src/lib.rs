@@ -38,6 +38,7 @@ pub mod batch;
 pub mod check;
 mod codec;
 pub mod counters;
+pub mod damage;
 pub mod dedupe;
 mod due_writes;
 pub mod error;

@@ -80,6 +80,9 @@ pub struct Store {
     db: RwLock<Option<Arc<DB>>>,
     /// Set by a failed write, cleared by a successful one.
     fault: Mutex<Option<WriteFault>>,
+    /// Set by the first read that met a damaged table file; never cleared
+    /// on this handle ([`crate::damage`]).
+    damage: Mutex<Option<crate::damage::Damage>>,
     /// Bumped by every reopen: in-memory state derived from the store
     /// (the writer's sequence, the dispatcher's inflight set) is checked
     /// again when it changes.
@@ -427,6 +430,7 @@ impl Store {
             budget,
             db: RwLock::new(Some(Arc::new(db))),
             fault: Mutex::new(None),
+            damage: Mutex::new(None),
             generation: AtomicU64::new(0),
             path: path.to_path_buf(),
             mode,
@@ -686,7 +690,8 @@ impl Store {
 
     pub(crate) fn get(&self, f: Family, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let db = self.db()?;
-        Ok(db.get_cf(Self::cf_in(&db, f)?, key)?)
+        db.get_cf(Self::cf_in(&db, f)?, key)
+            .map_err(|e| self.read_failed(&db, f.name(), e.into_string()))
     }
 
     pub(crate) fn multi_get(&self, f: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -694,7 +699,10 @@ impl Store {
         let cf = Self::cf_in(&db, f)?;
         let res = db.batched_multi_get_cf(cf, keys, false);
         res.into_iter()
-            .map(|r| r.map(|o| o.map(|p| p.to_vec())).map_err(StoreError::from))
+            .map(|r| {
+                r.map(|o| o.map(|p| p.to_vec()))
+                    .map_err(|e| self.read_failed(&db, f.name(), e.into_string()))
+            })
             .collect()
     }
 
@@ -732,7 +740,8 @@ impl Store {
                 let hooks = Self::cf_in(&db, Family::Hooks)?;
                 let per_sink = batch.deltas.sink_deltas(|seq| {
                     Ok(db
-                        .get_pinned_cf(hooks, crate::keys::hook_key(seq))?
+                        .get_pinned_cf(hooks, crate::keys::hook_key(seq))
+                        .map_err(|e| self.read_failed(&db, "hooks", e.into_string()))?
                         .and_then(|v| crate::values::Envelope::decode_source(&v).ok()))
                 })?;
                 for ((source, sink), delta) in per_sink {
@@ -767,7 +776,69 @@ impl Store {
         ro.set_iterate_upper_bound(hi.to_vec());
         let db = self.db()?;
         let it = db.raw_iterator_cf_opt(Self::cf_in(&db, fam)?, ro);
-        drive(RocksCursor(it), fam.name(), dir, f)
+        drive(RocksCursor(it), fam.name(), dir, f).map_err(|e| match e {
+            StoreError::Scan { family, message } => self.read_failed(&db, family, message),
+            e => e,
+        })
+    }
+
+    /// The error for a read of `family` that failed with `message`: a
+    /// damaged table file is recorded ([`Store::damage`]) and named;
+    /// anything else is a failed scan or read, as before.
+    pub(crate) fn read_failed(&self, db: &DB, family: &'static str, message: String) -> StoreError {
+        if !crate::damage::is_corruption(&message) {
+            return StoreError::Scan { family, message };
+        }
+        let mut damage = self
+            .damage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let file = match damage.as_mut() {
+            Some(d)
+                if d.file.as_ref().map(|f| f.name.as_str())
+                    == crate::damage::file_named(&message).as_deref() =>
+            {
+                d.failed_reads += 1;
+                d.file.clone()
+            }
+            _ => {
+                let file = crate::damage::file_named(&message)
+                    .and_then(|name| crate::damage::describe(db, &name));
+                match damage.as_mut() {
+                    // A second damaged file: counted; the first stays named.
+                    Some(d) => d.failed_reads += 1,
+                    None => {
+                        tracing::error!(
+                            family,
+                            file = %file.as_ref().map_or("(unnamed)".to_string(), |f| f.to_string()),
+                            error = %message,
+                            "a table file of the store is damaged: reads that need it fail until the store is restored from a backup"
+                        );
+                        *damage = Some(crate::damage::Damage {
+                            since_ms: crate::system_now_ms(),
+                            file: file.clone(),
+                            error: message.clone(),
+                            failed_reads: 1,
+                        });
+                    }
+                }
+                file
+            }
+        };
+        StoreError::Damaged {
+            family,
+            file: file.map(|f| f.to_string()),
+            message,
+        }
+    }
+
+    /// The damage this handle met, if a read failed on a damaged table
+    /// file since it was opened.
+    pub fn damage(&self) -> Option<crate::damage::Damage> {
+        self.damage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Flushes every memtable (benches and tests that need SST files).
