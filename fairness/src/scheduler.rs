@@ -11,8 +11,9 @@
 //! Every tenant carries a virtual-time tag; claiming a row advances it by the row's
 //! cost divided by the tenant's weight. The cost is the row's dominant resource of the
 //! tick: its bytes, or its row slot's share of the byte budget, whichever is larger, so
-//! bytes and requests are both accounted. Tenants are grouped (the daemon uses the source a
-//! tenant's head row arrived on) and groups carry tags of their own: the scheduler
+//! bytes and requests are both accounted. Tenants are grouped (by the caller: the
+//! simulator groups by source; the daemon passes one group for every tenant today, issue
+//! 31) and groups carry tags of their own: the scheduler
 //! first picks the group with the lowest tag, then the tenant with the lowest tag inside
 //! it. With one group this is plain SFQ over tenants; with several, a source that mints
 //! a fresh tenant per request cannot out-vote a source carrying one legitimate tenant.
@@ -112,8 +113,9 @@ impl HeadRow {
 pub struct TenantHead<'a> {
     /// Dense tenant ordinal.
     pub tenant: u32,
-    /// Fairness group: the daemon passes the source of the head row, so sources are
-    /// served fairly first and tenants within a source second. Use 0 when unused.
+    /// Fairness group: groups are served fairly first and their tenants second (the
+    /// simulator's sybil scenario groups by source). Use 0 when unused, as the daemon
+    /// does today for every tenant (issue 31).
     pub group: u32,
     /// Relative share, at least 1 (0 is read as 1).
     pub weight: u32,

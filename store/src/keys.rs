@@ -427,8 +427,10 @@ pub(crate) mod bounds {
         k
     }
 
-    /// `p ord at seq sink` followed by 0x00: the smallest bound strictly above
-    /// that key, for resuming a forward scan or ending a reverse page.
+    /// The whole key `p ord at seq sink`, no byte appended. Callers resuming
+    /// a forward scan push 0x00 themselves (the smallest key strictly above
+    /// it); the reverse DLQ page uses it as it is, as the exclusive upper
+    /// bound that stops just before the cursor's own row.
     pub fn tenant_full(p: u8, ord: u32, at: u64, seq: u64, sink: u16) -> Vec<u8> {
         let mut k = tenant_at(p, ord, at);
         k.extend_from_slice(&seq.to_be_bytes());
