@@ -135,7 +135,11 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
     let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height);
     app.notices = notices;
     let theme = Theme::from_env();
-    let panic_for_test = std::env::var_os("ANKUSA_CONSOLE_TEST_PANIC").is_some();
+    // The PTY test's deliberate panic, compiled into test builds only (the
+    // `test-panic` feature, which only the workspace's dev-dependencies turn
+    // on): a release console has no environment variable that panics it.
+    let panic_for_test =
+        cfg!(feature = "test-panic") && std::env::var_os("ANKUSA_CONSOLE_TEST_PANIC").is_some();
 
     let mut next_id = 0u64;
     let mut pending: Vec<Effect> = app.update(Msg::Tick(now));
