@@ -283,7 +283,10 @@ fn producers(
     let flood = (FLOOD.to_owned(), Duration::from_millis(2));
     let tenants: Vec<(String, Duration)> = [flood.clone(), flood]
         .into_iter()
-        .chain(std::iter::once((MOVED.to_owned(), Duration::from_millis(100))))
+        .chain(std::iter::once((
+            MOVED.to_owned(),
+            Duration::from_millis(100),
+        )))
         .chain((0..4).map(|i| (format!("l{i}"), Duration::from_millis(50))))
         .collect();
     tenants
@@ -520,7 +523,10 @@ async fn run(secs: u64, outage: Duration, daemon_faults: bool) -> u64 {
         for pair in times.windows(2) {
             dups += 1;
             let first = pair[0];
-            if !windows.iter().any(|(from, to)| first >= *from && first <= *to) {
+            if !windows
+                .iter()
+                .any(|(from, to)| first >= *from && first <= *to)
+            {
                 unexplained.push(format!("{id} at {sink_name}"));
             }
         }
@@ -546,7 +552,11 @@ async fn run(secs: u64, outage: Duration, daemon_faults: bool) -> u64 {
         unexplained.is_empty(),
         "duplicates outside every kill and freeze window: {unexplained:?}"
     );
-    assert!(acked.len() > 100, "the producers got {} hooks in", acked.len());
+    assert!(
+        acked.len() > 100,
+        "the producers got {} hooks in",
+        acked.len()
+    );
     for f in ["reset", "hang", "trickle", "429", "503", "301", "200"] {
         assert!(
             ledger.faults.get(f).copied().unwrap_or(0) > 0,
