@@ -954,7 +954,7 @@ pub fn due_window_counts(
         }
         // A scan that stops on an error is an error, never a short result.
         it.status()
-            .map_err(|e| store.read_failed(&db, Family::Index.name(), e.into_string()))?;
+            .map_err(|e| store.read_failed(&db, Family::Index.name(), e))?;
     }
     Ok(out)
 }

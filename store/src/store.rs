@@ -691,7 +691,7 @@ impl Store {
     pub(crate) fn get(&self, f: Family, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let db = self.db()?;
         db.get_cf(Self::cf_in(&db, f)?, key)
-            .map_err(|e| self.read_failed(&db, f.name(), e.into_string()))
+            .map_err(|e| self.read_failed(&db, f.name(), e))
     }
 
     pub(crate) fn multi_get(&self, f: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -701,7 +701,7 @@ impl Store {
         res.into_iter()
             .map(|r| {
                 r.map(|o| o.map(|p| p.to_vec()))
-                    .map_err(|e| self.read_failed(&db, f.name(), e.into_string()))
+                    .map_err(|e| self.read_failed(&db, f.name(), e))
             })
             .collect()
     }
@@ -741,7 +741,7 @@ impl Store {
                 let per_sink = batch.deltas.sink_deltas(|seq| {
                     Ok(db
                         .get_pinned_cf(hooks, crate::keys::hook_key(seq))
-                        .map_err(|e| self.read_failed(&db, "hooks", e.into_string()))?
+                        .map_err(|e| self.read_failed(&db, "hooks", e))?
                         .and_then(|v| crate::values::Envelope::decode_source(&v).ok()))
                 })?;
                 for ((source, sink), delta) in per_sink {
@@ -777,51 +777,60 @@ impl Store {
         let db = self.db()?;
         let it = db.raw_iterator_cf_opt(Self::cf_in(&db, fam)?, ro);
         drive(RocksCursor(it), fam.name(), dir, f).map_err(|e| match e {
-            StoreError::Scan { family, message } => self.read_failed(&db, family, message),
+            StoreError::Scan { family, message } if crate::damage::is_corruption(&message) => {
+                self.damaged(&db, family, message)
+            }
             e => e,
         })
     }
 
-    /// The error for a read of `family` that failed with `message`: a
-    /// damaged table file is recorded ([`Store::damage`]) and named;
-    /// anything else is a failed scan or read, as before.
-    pub(crate) fn read_failed(&self, db: &DB, family: &'static str, message: String) -> StoreError {
-        if !crate::damage::is_corruption(&message) {
-            return StoreError::Scan { family, message };
+    /// The error for a read of `family` that RocksDB failed: a damaged
+    /// table file is recorded and named ([`Store::damaged`]); any other
+    /// failure stays RocksDB's own error.
+    pub(crate) fn read_failed(
+        &self,
+        db: &DB,
+        family: &'static str,
+        e: rocksdb::Error,
+    ) -> StoreError {
+        if e.kind() == rocksdb::ErrorKind::Corruption {
+            self.damaged(db, family, e.into_string())
+        } else {
+            StoreError::Rocks(e)
         }
+    }
+
+    /// Records that a read of `family` met a damaged table file
+    /// ([`Store::damage`]: the first file stays named, every failed read
+    /// is counted) and returns the error that names it.
+    fn damaged(&self, db: &DB, family: &'static str, message: String) -> StoreError {
+        let named = crate::damage::file_named(&message);
         let mut damage = self
             .damage
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let file = match damage.as_mut() {
-            Some(d)
-                if d.file.as_ref().map(|f| f.name.as_str())
-                    == crate::damage::file_named(&message).as_deref() =>
-            {
+            Some(d) => {
                 d.failed_reads += 1;
-                d.file.clone()
-            }
-            _ => {
-                let file = crate::damage::file_named(&message)
-                    .and_then(|name| crate::damage::describe(db, &name));
-                match damage.as_mut() {
-                    // A second damaged file: counted; the first stays named.
-                    Some(d) => d.failed_reads += 1,
-                    None => {
-                        tracing::error!(
-                            family,
-                            file = %file.as_ref().map_or("(unnamed)".to_string(), |f| f.to_string()),
-                            error = %message,
-                            "a table file of the store is damaged: reads that need it fail until the store is restored from a backup"
-                        );
-                        *damage = Some(crate::damage::Damage {
-                            since_ms: crate::system_now_ms(),
-                            file: file.clone(),
-                            error: message.clone(),
-                            failed_reads: 1,
-                        });
-                    }
+                match &d.file {
+                    Some(f) if Some(&f.name) == named.as_ref() => Some(f.clone()),
+                    _ => named.and_then(|n| crate::damage::describe(db, &n)),
                 }
+            }
+            None => {
+                let file = named.and_then(|n| crate::damage::describe(db, &n));
+                tracing::error!(
+                    family,
+                    file = %file.as_ref().map_or("(unnamed)".to_string(), |f| f.to_string()),
+                    error = %message,
+                    "a table file of the store is damaged: reads that need it fail until the store is restored from a backup"
+                );
+                *damage = Some(crate::damage::Damage {
+                    since_ms: crate::system_now_ms(),
+                    file: file.clone(),
+                    error: message.clone(),
+                    failed_reads: 1,
+                });
                 file
             }
         };
