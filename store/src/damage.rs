@@ -118,6 +118,86 @@ mod tests {
         assert_eq!(file_named("Corruption: bad WAL record"), None);
     }
 
+    /// The point reads (a hook by id, one read or many) meet a damaged
+    /// block of the hooks family as `Damaged`, the store remembers the
+    /// file, and no read returns a hook other than the one written.
+    #[test]
+    fn a_point_read_of_a_damaged_hooks_file_is_named_never_wrong() {
+        use crate::fixture::{self, FixtureSpec};
+        use crate::{queries, Family, Store, StoreError};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let hooks = {
+            let store = Store::create_or_open(&path).unwrap();
+            let rep = fixture::write(&store, &FixtureSpec::new(8, 4_000, 3, 1_000_000), |_, _| {})
+                .unwrap();
+            store.flush().unwrap();
+            store.compact(Family::Hooks).unwrap();
+            rep.hooks
+        };
+        // Bytes flipped a third of the way into the hooks family's table.
+        let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+        let sst = {
+            let db = rocksdb::DB::open_cf_for_read_only(
+                &rocksdb::Options::default(),
+                &path,
+                &names,
+                false,
+            )
+            .unwrap();
+            let f = db
+                .live_files()
+                .unwrap()
+                .into_iter()
+                .filter(|f| f.column_family_name == Family::Hooks.name())
+                .max_by_key(|f| f.size)
+                .expect("the fixture has a hooks table file");
+            path.join(f.name.trim_start_matches('/'))
+        };
+        let mut bytes = std::fs::read(&sst).unwrap();
+        let at = bytes.len() / 3;
+        for b in &mut bytes[at..at + 32] {
+            *b ^= 0xA5;
+        }
+        std::fs::write(&sst, &bytes).unwrap();
+
+        let store = Store::open(&path).unwrap();
+        let (mut read, mut damaged) = (0u64, 0u64);
+        for seq in 1..=hooks {
+            match queries::hook(&store, seq) {
+                Ok(Some(env)) => {
+                    // What a read returns is the hook written under that id.
+                    let body = String::from_utf8_lossy(&env.body).into_owned();
+                    assert!(
+                        body.contains(&format!("\"n\":{seq},")),
+                        "hook {seq} read as {body}"
+                    );
+                    read += 1;
+                }
+                Ok(None) => {}
+                Err(StoreError::Damaged { family, file, .. }) => {
+                    assert_eq!(family, "hooks");
+                    let named = sst.file_name().unwrap().to_str().unwrap();
+                    assert!(
+                        file.as_deref().is_some_and(|f| f.contains(named)),
+                        "{file:?}"
+                    );
+                    damaged += 1;
+                }
+                Err(e) => panic!("hook {seq}: {e}"),
+            }
+        }
+        assert!(damaged > 0, "no read met the damaged block ({read} read)");
+        assert!(
+            read > damaged,
+            "{read} read, {damaged} damaged: one block, not the file"
+        );
+        let d = store.damage().expect("the store remembers the damage");
+        assert_eq!(d.file.as_ref().map(|f| f.family.as_str()), Some("hooks"));
+        assert!(d.failed_reads >= damaged);
+    }
+
     #[test]
     fn keys_render_with_their_prefix_letter() {
         assert_eq!(render_key(b"D\x00\x00\x00\x0c"), "D:0000000c");
