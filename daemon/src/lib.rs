@@ -88,7 +88,9 @@ use tokio::sync::Semaphore;
 
 pub use clock::{Clock, SharedClock, SystemClock};
 pub use config::{ConfigError, DispatchSettings, Settings};
-pub use dispatch::{plan_tick, ActiveSet, SinkMap, SinkRoom};
+pub use dispatch::{
+    plan_tick, ActiveSet, InflightNow, SinkMap, SinkRoom, TickInput, TickPlan, Visit,
+};
 pub use error::DaemonError;
 pub use metrics::{without_node, Metrics};
 use writer::{Writer, WriterHandle};

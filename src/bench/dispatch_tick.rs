@@ -172,7 +172,7 @@ fn measure_cell(
     // Kept across ticks, as the dispatcher keeps it: the bench measures the
     // steady state (a window walk), with a full walk every RESYNC_MS.
     let mut set = ankusa_daemon::ActiveSet::default();
-    let inflight = Default::default();
+    let inflight = ankusa_daemon::InflightNow::default();
     // The bench's rows name no configured sink, so none is ever full.
     let no_sinks = ankusa_daemon::SinkMap::default();
     let mut best_p10 = f64::INFINITY;
@@ -185,10 +185,14 @@ fn measure_cell(
             let s = Instant::now();
             let paused = ankusa_store::pauses::Paused::load(&store)?;
             let mut sinks = ankusa_daemon::SinkRoom::unbounded(&no_sinks);
-            let plan = plan_tick(
-                &store, &mut sched, &mut set, tick_now, &settings, &inflight, 0, 0, &paused,
-                &mut sinks,
-            )?;
+            let input = ankusa_daemon::TickInput {
+                store: &store,
+                now: tick_now,
+                settings: &settings,
+                paused: &paused,
+                inflight: &inflight,
+            };
+            let plan = plan_tick(&input, &mut sched, &mut set, &mut sinks)?;
             samples.push(s.elapsed().as_secs_f64() * 1000.0);
             planned = plan.rows();
             std::hint::black_box(plan);

@@ -1,0 +1,318 @@
+//! The tick planner: the read side of a tick. It picks the active tenants,
+//! reads their heads and asks the fair scheduler how many rows each takes
+//! under the tick's limits. It writes no row; the claim commits its plan.
+
+use std::collections::HashMap;
+
+use ankusa_fairness::{HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_store::pauses::Paused;
+use ankusa_store::quarantine::Undecodable;
+use ankusa_store::queries::{self, DueFrom};
+use ankusa_store::{DueRow, Kind, Store, StoreError};
+
+use super::active::{ActiveSet, Quiet, DAMAGED_RETRY_MS};
+use super::head::{Head, HeadWalk};
+use super::{DispatchSettings, SinkKey, SinkRoom};
+
+/// What one tick decided: the rows to claim per tenant and the markers
+/// seen per tenant (for the cleanup).
+#[derive(Debug, Default)]
+pub struct TickPlan {
+    pub visited: usize,
+    /// Per tenant, the rows to claim and the sink each counts against.
+    pub claims: Vec<Vec<(DueRow, Option<SinkKey>)>>,
+    /// Per tenant whose head up to a row is claimed by `claims`, that row
+    /// (`ActiveSet::cleared`, once the claim is committed).
+    pub cleared: Vec<(u32, (u64, u64, u16))>,
+    pub markers: Vec<Visit>,
+    /// Due rows met that do not decode: the claim quarantines them.
+    pub bad: Vec<Undecodable>,
+    /// Due rows of a paused sink: the claim parks them.
+    pub park: Vec<DueRow>,
+}
+
+/// One visited tenant, as its marker cleanup needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visit {
+    pub ord: u32,
+    /// The start (ms) of the second the set knew the tenant by: nothing of
+    /// its is due before it.
+    pub floor: u64,
+    /// Where the cleanup's search for its first due row starts: the
+    /// visit's start, or after the rows the tick claims from it.
+    pub from: DueFrom,
+    /// Marker seconds seen since the last visit (cleanup candidates).
+    pub seconds: Vec<u64>,
+}
+
+impl TickPlan {
+    pub fn rows(&self) -> usize {
+        self.claims.iter().map(Vec::len).sum()
+    }
+}
+
+/// What a tick plans against: the store and the time it was read at,
+/// the settings, the pauses and what is in flight when the tick starts.
+#[derive(Debug, Clone, Copy)]
+pub struct TickInput<'a> {
+    pub store: &'a Store,
+    pub now: u64,
+    pub settings: &'a DispatchSettings,
+    pub paused: &'a Paused,
+    pub inflight: &'a InflightNow,
+}
+
+/// The rows in flight when a tick starts: per tenant (what the cap and
+/// the ceiling bound), in all and in body bytes (the global bounds).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct InflightNow {
+    pub by_tenant: HashMap<u32, u32>,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+impl InflightNow {
+    fn of(&self, ord: u32) -> u32 {
+        self.by_tenant.get(&ord).copied().unwrap_or(0)
+    }
+}
+
+/// A tenant read this tick, as the scheduler and the claim need it.
+struct Candidate {
+    ord: u32,
+    visit: Visit,
+    /// Its rows that may go now, in due order.
+    due: Vec<DueRow>,
+    /// The same rows as the scheduler sees them.
+    head: Vec<HeadRow>,
+    /// How many of `due` the walk met from the visit's start before any
+    /// row that may not go ([`Head::lead`]).
+    lead: usize,
+}
+
+/// The read side of a tick: active tenants, their head rows, the
+/// scheduler's choice. No row writes; what `bench dispatch-tick` measures.
+pub fn plan_tick(
+    input: &TickInput<'_>,
+    sched: &mut Scheduler,
+    set: &mut ActiveSet,
+    sinks: &mut SinkRoom<'_>,
+) -> Result<TickPlan, StoreError> {
+    let TickInput {
+        store,
+        now,
+        settings: s,
+        paused,
+        inflight,
+    } = *input;
+    set.refresh(store, now, paused)?;
+    let granted = set.grant_heads(paused, sinks);
+    let mut order = set.pick(s.scan_tenants, paused, &granted);
+    let room = (s.max_inflight as u64).saturating_sub(inflight.rows);
+    // Bytes, like rows, are bounded in flight and not only per tick: refill
+    // ticks start whenever a delivery ends, so a per-tick budget alone never
+    // binds, rows are claimed far ahead of what the sinks take, and the order
+    // they then go out in is the sink queue's, not the scheduler's (the issue 15
+    // byte split fell to 0.555/0.445 that way). Bounded in flight, each tick
+    // claims what deliveries freed, in tag order; nothing free, nothing claimed.
+    let limits = Limits {
+        rows: u32::try_from(room).unwrap_or(u32::MAX).min(s.tick_rows),
+        bytes: s
+            .tick_bytes
+            .min(s.max_inflight_bytes.saturating_sub(inflight.bytes)),
+    };
+    // Read in the scheduler's order, and stop once as many tenants have a
+    // row ready as the tick may claim rows: nobody later in the order would
+    // get one ([`Scheduler::standing`]). When the node is behind, every
+    // tenant has rows ready, and reading all of them to claim the hundred
+    // rows that freed made ticks of 40-50 ms that could not catch up
+    // (issue 19). Tenants granted a walk by a sink's room are read anyway.
+    order.sort_by_cached_key(|a| sched.standing(a.ord, 0));
+    let mut ready = 0u32;
+    let mut read: Vec<Candidate> = Vec::with_capacity(order.len());
+    let mut bad = Vec::new();
+    let mut park = Vec::new();
+    for a in order {
+        if ready >= limits.rows && !granted.contains(&a.ord) {
+            continue;
+        }
+        let busy = inflight.of(a.ord);
+        // Up to the ceiling, not the cap: a tenant may borrow slots nobody
+        // else is waiting for (the scheduler decides whether it does).
+        let room = s.tenant_ceiling().saturating_sub(busy) as usize;
+        // Every due row has a marker in its second, so nothing is due
+        // before the tenant's oldest marker: start the range there and skip
+        // the tombstones of rows already claimed, or after the last row a
+        // tick claimed, past the tombstones inside that second too.
+        let floor = a.bucket.saturating_mul(1000);
+        let start = set.start(a.ord, floor);
+        let head = if room == 0 {
+            // A tenant at its cap keeps its place.
+            Head {
+                first: Some(a.bucket),
+                skip: set.skip.get(&a.ord).cloned(),
+                ..Head::default()
+            }
+        } else {
+            let mut walk = HeadWalk {
+                store,
+                now,
+                room,
+                bytes: s.tick_bytes,
+                keys: s.scan_rows,
+                sinks: &mut *sinks,
+                paused,
+                bad: &mut bad,
+                park: &mut park,
+            };
+            let bad_before = walk.bad.len();
+            let skip = set.skip.get(&a.ord);
+            // Walked again before its skip point when that sink has room
+            // (a quiet tenant may be visited for another sink it waits for).
+            let open =
+                granted.contains(&a.ord) && skip.is_some_and(|k| walk.sinks.room(k.waits) > 0);
+            let mut head = match walk.visit(a.ord, start, floor, skip, open) {
+                Ok(head) => head,
+                // A damaged block under this tenant's rows fails every visit
+                // of it: set it aside and serve the others, so one damaged
+                // file does not stop the node's every delivery. The store
+                // has recorded the damage (readiness, /metrics).
+                Err(StoreError::Damaged { .. }) => {
+                    set.quiet.insert(
+                        a.ord,
+                        Quiet {
+                            until: now.saturating_add(DAMAGED_RETRY_MS),
+                            waits: Vec::new(),
+                        },
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            head.complete &= walk.bad.len() == bad_before;
+            if walk.bad.len() != bad_before {
+                // Where a row that does not decode sat among the rows read
+                // is not known here: nothing is taken to be cleared.
+                head.lead = 0;
+            }
+            head
+        };
+        if head.complete && head.rows.is_empty() && head.first.is_some() {
+            // Everything due waits: nothing to read again before its next
+            // row comes due or something changes (see `ActiveSet::wake`).
+            let until =
+                queries::first_due_at(store, a.ord, now.saturating_add(1))?.unwrap_or(u64::MAX);
+            set.quiet.insert(
+                a.ord,
+                Quiet {
+                    until,
+                    waits: head.waits,
+                },
+            );
+        } else {
+            set.quiet.remove(&a.ord);
+        }
+        // With room and nothing met, nothing is due now: the tenant leaves
+        // the set until a marker brings it back.
+        let (rows, first, lead) = (head.rows, head.first, head.lead);
+        match head.skip {
+            Some(k) => {
+                set.skip.insert(a.ord, k);
+            }
+            None => {
+                set.skip.remove(&a.ord);
+            }
+        }
+        let mut markers = set.visited(a.ord, first);
+        if markers.is_empty() {
+            // Cleanup still looks at the second the set knew it by.
+            markers.push(a.bucket);
+        }
+        let head = rows
+            .iter()
+            .map(|r| HeadRow {
+                due_at: r.at,
+                seq: r.seq,
+                size: r.size,
+                kind: match r.kind {
+                    Kind::First => RowKind::First,
+                    Kind::Retry => RowKind::Retry,
+                },
+            })
+            .collect();
+        ready += u32::from(!rows.is_empty());
+        read.push(Candidate {
+            ord: a.ord,
+            visit: Visit {
+                ord: a.ord,
+                floor,
+                from: start,
+                seconds: markers,
+            },
+            due: rows,
+            head,
+            lead,
+        });
+    }
+    let heads: Vec<TenantHead<'_>> = read
+        .iter()
+        .map(|c| TenantHead {
+            tenant: c.ord,
+            group: 0,
+            weight: 1,
+            cap: Some(s.per_tenant),
+            inflight: inflight.of(c.ord),
+            rows: &c.head,
+        })
+        .collect();
+    let plan = sched.plan(now, &heads, limits);
+    drop(heads);
+    let index: HashMap<u32, usize> = read.iter().enumerate().map(|(i, c)| (c.ord, i)).collect();
+    let mut claims = Vec::with_capacity(plan.len());
+    let mut cleared = Vec::new();
+    for c in plan {
+        if let Some(cand) = index.get(&c.tenant).and_then(|&i| read.get_mut(i)) {
+            // The scheduler counts rows per tenant; the sinks' room is what
+            // is left after the tenants before it in this tick took theirs
+            // (a row of a sink filled meanwhile stays due; the tenant's next
+            // rows take its place).
+            let want = c.rows as usize;
+            let mut took = Vec::with_capacity(want.min(cand.due.len()));
+            for r in &cand.due {
+                if took.len() >= want {
+                    break;
+                }
+                if let Some(k) = sinks.take(store, r)? {
+                    took.push((*r, k));
+                }
+            }
+            // The rows met first from the visit's start, as far as this
+            // tick claims each of them: once committed, the tenant has no
+            // due row up to the last.
+            let mut taken = took.iter().map(|(r, _)| (r.seq, r.sink));
+            let last = cand
+                .due
+                .iter()
+                .take(cand.lead)
+                .take_while(|r| taken.next() == Some((r.seq, r.sink)))
+                .last();
+            if let Some(r) = last {
+                cleared.push((c.tenant, (r.at, r.seq, r.sink)));
+                cand.visit.from = DueFrom::After {
+                    at: r.at,
+                    seq: r.seq,
+                    sink: r.sink,
+                };
+            }
+            claims.push(took);
+        }
+    }
+    Ok(TickPlan {
+        visited: read.len(),
+        claims,
+        cleared,
+        markers: read.into_iter().map(|c| c.visit).collect(),
+        bad,
+        park,
+    })
+}
