@@ -452,8 +452,15 @@ pub struct SourceConfig {
     pub max_body: Option<Int<1, { 64 * MIB }>>,
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    /// The source's share of the dispatcher among the sources.
+    #[serde(default = "default_source_weight")]
+    pub weight: Int<1, 1000>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
+}
+
+fn default_source_weight() -> Int<1, 1000> {
+    Int(1)
 }
 
 /// A delivery target. Only the count matters to ingest (one delivery row per
@@ -611,6 +618,10 @@ pub struct Source {
     /// Request headers stored with each hook (lowercase), content-type and
     /// webhook-id first.
     pub keep_headers: Vec<HeaderName>,
+    /// Its share of the dispatcher's claims among the sources (the
+    /// scheduler's group weight): the sources are served fairly first, their
+    /// tenants second.
+    pub weight: u32,
     pub sinks: Vec<SinkConfig>,
 }
 
@@ -652,6 +663,7 @@ impl fmt::Debug for Source {
                 "signing_secret",
                 &self.signing_key.as_ref().map(|_| "<redacted>"),
             )
+            .field("weight", &self.weight)
             .field("sinks", &self.sinks.len())
             .finish()
     }
@@ -951,6 +963,7 @@ fn check_source(
         signature_tolerance: s.signature_tolerance.0,
         max_body: to_usize(s.max_body.map_or(http_max_body, |m| m.0)),
         keep_headers,
+        weight: u32::try_from(s.weight.0).unwrap_or(1000),
         sinks,
     })
 }

@@ -31,17 +31,47 @@ pub struct SinkKey {
     pub sink: u16,
 }
 
-/// The configured sinks, by source id and by position.
+/// The configured sources and sinks, by source id and by position, with
+/// each source's weight (its scheduler group's share).
 #[derive(Debug, Default)]
 pub struct SinkMap {
     index: HashMap<String, u32>,
     /// For each sink position, the sources that have it.
     by_position: Vec<Vec<u32>>,
+    /// Each source's weight, by its index (1 when unset).
+    weights: Vec<u32>,
 }
 
 impl SinkMap {
     pub fn new(sources: &[Source]) -> Self {
-        SinkMap::of(sources.iter().map(|s| (s.id.as_str(), s.sinks.len())))
+        SinkMap::weighted(
+            sources
+                .iter()
+                .map(|s| (s.id.as_str(), s.sinks.len(), s.weight)),
+        )
+    }
+
+    /// From each source's id, number of sinks and weight, in configuration
+    /// order.
+    pub fn weighted<'s>(sources: impl IntoIterator<Item = (&'s str, usize, u32)>) -> Self {
+        let (mut weights, mut counts) = (Vec::new(), Vec::new());
+        for (id, sinks, w) in sources {
+            counts.push((id, sinks));
+            weights.push(w.max(1));
+        }
+        let mut m = SinkMap::of(counts);
+        m.weights = weights;
+        m
+    }
+
+    /// The weight of source `source` (by index) among the sources: 1 for a
+    /// source without one, or one that is not configured.
+    pub fn weight(&self, source: u32) -> u32 {
+        self.weights
+            .get(source as usize)
+            .copied()
+            .unwrap_or(1)
+            .max(1)
     }
 
     /// From each source's id and number of sinks, in configuration order.
@@ -104,6 +134,11 @@ impl<'a> SinkRoom<'a> {
         SinkRoom::new(map, u32::MAX, HashMap::new())
     }
 
+    /// The weight of source `source` ([`SinkMap::weight`]).
+    pub fn weight(&self, source: u32) -> u32 {
+        self.map.weight(source)
+    }
+
     /// Whether `k` can take one more row now.
     pub fn has_room(&self, k: SinkKey) -> bool {
         self.room(k) > 0
@@ -132,6 +167,13 @@ impl<'a> SinkRoom<'a> {
             },
         };
         Ok(source.map(|source| SinkKey { source, sink }))
+    }
+
+    /// The source (by index) of `row`'s hook, if it is configured: a read of
+    /// the hook only where the row's sink position is shared by several
+    /// sources, once per hook and tick.
+    pub fn source(&mut self, store: &Store, row: &DueRow) -> Result<Option<u32>, StoreError> {
+        Ok(self.resolve(store, row)?.map(|k| k.source))
     }
 
     /// The sink of `row` when it is at its bound (the row must wait), else

@@ -12,8 +12,8 @@
 //! cost divided by the tenant's weight. The cost is the row's dominant resource of the
 //! tick: its bytes, or its row slot's share of the byte budget, whichever is larger, so
 //! bytes and requests are both accounted. Tenants are grouped (by the caller: the
-//! simulator groups by source; the daemon passes one group for every tenant today, issue
-//! 31) and groups carry tags of their own: the scheduler
+//! daemon and the simulator group by source) and groups carry tags of their own,
+//! advanced by the row's cost divided by the group's weight: the scheduler
 //! first picks the group with the lowest tag, then the tenant with the lowest tag inside
 //! it. With one group this is plain SFQ over tenants; with several, a source that mints
 //! a fresh tenant per request cannot out-vote a source carrying one legitimate tenant.
@@ -114,11 +114,14 @@ pub struct TenantHead<'a> {
     /// Dense tenant ordinal.
     pub tenant: u32,
     /// Fairness group: groups are served fairly first and their tenants second (the
-    /// simulator's sybil scenario groups by source). Use 0 when unused, as the daemon
-    /// does today for every tenant (issue 31).
+    /// daemon and the simulator's sybil scenario group by source). Use 0 when unused.
     pub group: u32,
-    /// Relative share, at least 1 (0 is read as 1).
+    /// Relative share within the group, at least 1 (0 is read as 1).
     pub weight: u32,
+    /// The group's relative share among the groups, at least 1 (0 is read as 1).
+    /// Every tenant of a group names the same; a claim charges the group at the
+    /// weight its tenant gave.
+    pub group_weight: u32,
     /// Per-tenant concurrency cap; `None` is unlimited.
     pub cap: Option<u32>,
     /// Rows of this tenant currently in flight.
@@ -699,7 +702,7 @@ impl Scheduler {
     /// Advance the tenant's and its group's tags for one claimed row.
     fn charge(&mut self, h: &TenantHead<'_>, size: u32, limits: Limits) {
         let tenant_cost = self.row_cost(size, h.weight, limits);
-        let group_cost = self.row_cost(size, 1, limits);
+        let group_cost = self.row_cost(size, h.group_weight, limits);
         let t_stamp = self.next_stamp();
         let g_stamp = self.next_stamp();
         let root_floor = self.root.floor;

@@ -76,6 +76,7 @@ proptest! {
                     tenant: *t,
                     group: groups[*t as usize],
                     weight: 1 + (*t % 3),
+                    group_weight: 1,
                     cap: caps[*t as usize],
                     inflight: inflight.iter().filter(|x| x.1 == *t).count() as u32,
                     rows,
@@ -140,7 +141,7 @@ proptest! {
             by.entry(*t).or_default().push(HeadRow { due_at: 0, seq: i as u64, size: *size, kind: RowKind::First });
         }
         let heads: Vec<TenantHead<'_>> = by.iter().map(|(t, rows)| TenantHead {
-            tenant: *t, group: 0, weight: 1, cap: None, inflight: 0, rows,
+            tenant: *t, group: 0, weight: 1, group_weight: 1, cap: None, inflight: 0, rows,
         }).collect();
         let claims = s.plan(0, &heads, Limits { rows: rows_limit, bytes: bytes_limit });
         let used_rows: u32 = claims.iter().map(|c| c.rows).sum();
@@ -194,6 +195,7 @@ proptest! {
                 tenant: i as u32,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: Some(*cap),
                 inflight: *inflight,
                 rows,

@@ -16,6 +16,9 @@
 //! - `sigkill_during_delivery_loses_nothing`: killed with deliveries in
 //!   flight, restarted: every acknowledged hook reaches the sink at least
 //!   once (or is dead), nothing stays owed, `store check` passes.
+//! - `a_source_that_mints_tenants_gets_one_sources_share`: a source minting
+//!   100 tenants against a one-tenant source, a 1 s sink: the one-tenant
+//!   source gets at least half an even split of the node (issue 31).
 //! - `replay_by_tenant_and_by_id_redelivers_dead_rows`: `ankusa dlq replay`
 //!   (dry run counts, then revives) on a stopped store; the restarted
 //!   daemon delivers the replayed rows.
@@ -851,4 +854,96 @@ async fn a_2xx_is_delivered_on_its_status_line_while_its_body_trickles() {
     assert_eq!(metric(&c, &d, "ankusa_delivery_attempts_total").await, 1);
     d.stop_clean();
     check_store(&dir.path().join("store"));
+}
+
+/// Issue 31, the sybil case: source `sybil` takes its tenant from a header
+/// and has four sinks; it posts 100 tenants x 20 hooks (8,000 rows against
+/// a sink that answers after 1 s, about 31 s of the node's 256 slots).
+/// Then source `legit` (one fixed tenant, one sink) posts 200 hooks. The
+/// dispatcher groups by source, so legit gets half the claims while it has
+/// rows: an even split gives it its 64 sink slots, all 200 within about
+/// 4 s. It must get at least half of that split (100) in 15 s. Grouping
+/// every tenant as one (the daemon before) gave it about 1/101 of the
+/// claims: 2.5 a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_that_mints_tenants_gets_one_sources_share() {
+    let sink = Sink::default();
+    sink.hold_ms
+        .store(1_000, std::sync::atomic::Ordering::Relaxed);
+    let base = start_sink(sink.clone()).await;
+    let hold = format!("{base}/hold");
+    let sybil = format!(
+        "[[sources]]\nid = \"sybil\"\ntenant_header = \"x-tenant\"\n\n{}",
+        (0..4)
+            .map(|_| format!("[[sources.sinks]]\nurl = \"{hold}\"\ntimeout = \"10s\"\n\n"))
+            .collect::<String>()
+    );
+    let sources = sybil + &source("legit", "legit", &hold, "timeout = \"10s\"");
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &config_dispatching(FAST, "", &sources));
+    let d = Daemon::start(dir.path());
+    let c = client();
+    let url = d.url("sybil");
+    let mut workers = Vec::new();
+    for w in 0..32usize {
+        let (c, url) = (c.clone(), url.clone());
+        workers.push(tokio::spawn(async move {
+            for i in (w..2_000).step_by(32) {
+                let r = c
+                    .post(&url)
+                    .header("x-tenant", format!("minted-{}", i % 100))
+                    .body(format!("{{\"i\":{i}}}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 202);
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let t0 = Instant::now();
+    let legit_url = d.url("legit");
+    let mut workers = Vec::new();
+    for w in 0..8usize {
+        let (c, url) = (c.clone(), legit_url.clone());
+        workers.push(tokio::spawn(async move {
+            for i in (w..200).step_by(8) {
+                let r = c
+                    .post(&url)
+                    .body(format!("{{\"legit\":{i}}}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 202);
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let window = Duration::from_secs(15);
+    let count = |tenant_is_legit: bool| {
+        sink.hits()
+            .iter()
+            .filter(|h| h.at >= t0 && h.at <= t0 + window)
+            .filter(|h| (h.tenant == "legit") == tenant_is_legit)
+            .count()
+    };
+    while t0.elapsed() < window && count(true) < 200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (legit, sybil) = (count(true), count(false));
+    let took = t0.elapsed();
+    eprintln!(
+        "sybil e2e: legit {legit} of 200 delivered within {took:?} of its first post; sybil {sybil} rows meanwhile"
+    );
+    assert!(
+        legit >= 100,
+        "legit got {legit} of 200 in {took:?} (sybil {sybil}): below half an even split"
+    );
+    sink.hold_ms.store(0, std::sync::atomic::Ordering::Relaxed);
+    let _ = d.stop();
 }

@@ -76,7 +76,19 @@ pub struct ActiveSet {
     pub(super) cleared: HashMap<u32, (u64, u64, u16)>,
     /// Markers the last walk read (what `refresh` costs).
     pub(super) walked: usize,
+    /// Per tenant, the source (by index) it is grouped under: the source of
+    /// the first head row a visit read since the tenant entered the set
+    /// ([`UNCONFIGURED`] for a hook of no configured source). Learned with
+    /// at most one hook read per tenant each time it enters the set, kept
+    /// while it stays there, forgotten when a visit finds nothing due (or
+    /// the full resync does not meet it). A tenant with rows of two sources
+    /// is grouped under one of them, whichever its head showed first: its
+    /// rows are still one tenant's, under one cap.
+    pub(super) homes: HashMap<u32, u32>,
 }
+
+/// The group of rows whose source is not configured (any more).
+pub const UNCONFIGURED: u32 = u32::MAX;
 
 /// A tenant's head that waits for a full sink: every due row of the tenant
 /// at or before (`at`, `seq`, `sink`) belongs to sink `waits`. A visit
@@ -161,6 +173,11 @@ impl ActiveSet {
             }
             note_seen(seen.entry(ord).or_default(), b);
         })?;
+        if from == 0 {
+            // A tenant the full walk did not meet has left the set.
+            let oldest = &self.oldest;
+            self.homes.retain(|o, _| oldest.contains_key(o));
+        }
         self.walked_to = Some(now_b);
         Ok(())
     }
@@ -307,6 +324,7 @@ impl ActiveSet {
             }
             None => {
                 self.oldest.remove(&ord);
+                self.homes.remove(&ord);
                 self.skip.remove(&ord);
                 self.quiet.remove(&ord);
                 self.cleared.remove(&ord);

@@ -44,8 +44,9 @@
 //! - Shutdown stops claiming first; deliveries in flight get
 //!   `drain_timeout` to finish, and any row still inflight after that is
 //!   returned to due by the next boot (at least once, never lost).
-//! - The scheduler groups tenants by nothing (group 0): the source of a
-//!   tenant's head row would need a hook read per tenant per tick.
+//! - The scheduler groups tenants by source (`ActiveSet::homes`, learned
+//!   from the first head row a visit reads, at most one hook read per
+//!   tenant and resync) and weighs each group by its source's `weight`.
 //!
 //! The files: [`inflight`] (the accounting the bounds are measured against),
 //! [`active`] (the active set, skip points, quiet tenants), [`head`] (one

@@ -2,6 +2,7 @@
 //! reads their heads and asks the fair scheduler how many rows each takes
 //! under the tick's limits. It writes no row; the claim commits its plan.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use ankusa_fairness::{HeadRow, Limits, RowKind, Scheduler, TenantHead};
@@ -10,7 +11,7 @@ use ankusa_store::quarantine::Undecodable;
 use ankusa_store::queries::{self, DueFrom};
 use ankusa_store::{DueRow, Kind, Store, StoreError};
 
-use super::active::{ActiveSet, Quiet, DAMAGED_RETRY_MS};
+use super::active::{ActiveSet, Quiet, DAMAGED_RETRY_MS, UNCONFIGURED};
 use super::head::{Head, HeadWalk};
 use super::{DispatchSettings, SinkKey, SinkRoom};
 
@@ -121,19 +122,47 @@ pub fn plan_tick(
             .tick_bytes
             .min(s.max_inflight_bytes.saturating_sub(inflight.bytes)),
     };
-    // Read in the scheduler's order, and stop once as many tenants have a
-    // row ready as the tick may claim rows: nobody later in the order would
-    // get one ([`Scheduler::standing`]). When the node is behind, every
-    // tenant has rows ready, and reading all of them to claim the hundred
-    // rows that freed made ticks of 40-50 ms that could not catch up
-    // (issue 19). Tenants granted a walk by a sink's room are read anyway.
-    order.sort_by_cached_key(|a| sched.standing(a.ord, 0));
-    let mut ready = 0u32;
+    // Read in the scheduler's order, and stop reading a source's tenants
+    // once as many of them have a row ready as the tick may claim rows:
+    // nobody later in that source's order would get one
+    // ([`Scheduler::standing`] orders the tenants within their group, and
+    // no group takes more than the tick's rows). When the node is behind,
+    // every tenant has rows ready, and reading all of them to claim the
+    // hundred rows that freed made ticks of 40-50 ms that could not catch
+    // up (issue 19). Tenants granted a walk by a sink's room are read
+    // anyway, and so is a tenant whose source could not be learned.
+    for a in &order {
+        if let Entry::Vacant(home) = set.homes.entry(a.ord) {
+            // A tenant new to the set: its source from its first due row,
+            // one seek and at most one hook read, so the read limit below
+            // applies to it too (a source minting a tenant per request
+            // brings a crowd of them each tick). A read that fails here
+            // is left to the visit, which sets a damaged tenant aside and
+            // quarantines a row that does not decode.
+            let floor = a.bucket.saturating_mul(1000);
+            if let Ok(Some(row)) = queries::first_due_from(store, a.ord, floor) {
+                if row.at <= now {
+                    if let Ok(src) = sinks.source(store, &row) {
+                        home.insert(src.unwrap_or(UNCONFIGURED));
+                    }
+                }
+            }
+        }
+    }
+    order.sort_by_cached_key(|a| {
+        let group = set.homes.get(&a.ord).copied().unwrap_or(UNCONFIGURED);
+        sched.standing(a.ord, group)
+    });
+    let mut ready: HashMap<u32, u32> = HashMap::new();
     let mut read: Vec<Candidate> = Vec::with_capacity(order.len());
     let mut bad = Vec::new();
     let mut park = Vec::new();
     for a in order {
-        if ready >= limits.rows && !granted.contains(&a.ord) {
+        let enough = set
+            .homes
+            .get(&a.ord)
+            .is_some_and(|g| ready.get(g).is_some_and(|&n| n >= limits.rows));
+        if enough && !granted.contains(&a.ord) {
             continue;
         }
         let busy = inflight.of(a.ord);
@@ -228,6 +257,9 @@ pub fn plan_tick(
             // Cleanup still looks at the second the set knew it by.
             markers.push(a.bucket);
         }
+        if let (Some(first), Entry::Vacant(home)) = (rows.first(), set.homes.entry(a.ord)) {
+            home.insert(sinks.source(store, first)?.unwrap_or(UNCONFIGURED));
+        }
         let head = rows
             .iter()
             .map(|r| HeadRow {
@@ -240,7 +272,9 @@ pub fn plan_tick(
                 },
             })
             .collect();
-        ready += u32::from(!rows.is_empty());
+        if let Some(&g) = set.homes.get(&a.ord).filter(|_| !rows.is_empty()) {
+            *ready.entry(g).or_insert(0) += 1;
+        }
         read.push(Candidate {
             ord: a.ord,
             visit: Visit {
@@ -254,15 +288,23 @@ pub fn plan_tick(
             lead,
         });
     }
+    // Grouped by source: a tenant whose source is not known yet has no row
+    // ready (a visit that reads one learns it), so it is left out like a
+    // tenant with nothing due rather than listed under a group it would
+    // leave, which would reset its tag.
     let heads: Vec<TenantHead<'_>> = read
         .iter()
-        .map(|c| TenantHead {
-            tenant: c.ord,
-            group: 0,
-            weight: 1,
-            cap: Some(s.per_tenant),
-            inflight: inflight.of(c.ord),
-            rows: &c.head,
+        .filter_map(|c| {
+            let group = *set.homes.get(&c.ord)?;
+            Some(TenantHead {
+                tenant: c.ord,
+                group,
+                weight: 1,
+                group_weight: sinks.weight(group),
+                cap: Some(s.per_tenant),
+                inflight: inflight.of(c.ord),
+                rows: &c.head,
+            })
         })
         .collect();
     let plan = sched.plan(now, &heads, limits);

@@ -19,11 +19,23 @@ fn due_at(store: &Store, seq: u64, ord: u32, at: u64) {
 /// Hooks `seqs` of tenant `ord` due at `at`, each owed to `sinks` sinks
 /// of source `s`.
 fn hooks_with_sinks(store: &Store, seqs: std::ops::Range<u64>, ord: u32, at: u64, sinks: u16) {
+    hooks_of(store, "s", seqs, ord, at, sinks);
+}
+
+/// Hooks `seqs` of tenant `ord` posted to source `source`, due at `at`.
+fn hooks_of(
+    store: &Store,
+    source: &str,
+    seqs: std::ops::Range<u64>,
+    ord: u32,
+    at: u64,
+    sinks: u16,
+) {
     let mut b = Batch::new();
     for seq in seqs {
         let env = Envelope {
             received_at: at,
-            source_id: "s".into(),
+            source_id: source.into(),
             tenant: format!("t{ord}"),
             idempotency_key: None,
             headers: vec![],
@@ -359,6 +371,101 @@ fn a_tick_reads_as_many_ready_tenants_as_it_may_claim_in_the_schedulers_order() 
         all.len(),
         50,
         "five ticks served fifty different tenants: {served:?}"
+    );
+}
+
+/// Claims per tenant over `ticks` ticks of `rows` rows each, every claim
+/// delivered at once (committed, nothing left in flight).
+fn claims_over(
+    store: &Store,
+    map: &SinkMap,
+    now: u64,
+    ticks: u64,
+    rows: usize,
+) -> (ActiveSet, HashMap<u32, usize>) {
+    let s = DispatchSettings {
+        max_inflight: rows,
+        ..DispatchSettings::default()
+    };
+    let mut sched = Scheduler::new(Config::default());
+    let mut set = ActiveSet::default();
+    let mut got: HashMap<u32, usize> = HashMap::new();
+    for tick in 0..ticks {
+        let cap = u32::try_from(s.per_sink).unwrap();
+        let mut room = SinkRoom::new(map, cap, HashMap::new());
+        let input = TickInput {
+            store,
+            now: now + tick,
+            settings: &s,
+            paused: &Paused::default(),
+            inflight: &InflightNow::default(),
+        };
+        let plan = plan_tick(&input, &mut sched, &mut set, &mut room).unwrap();
+        for (r, _) in plan.claims.iter().flatten() {
+            *got.entry(r.ord).or_default() += 1;
+        }
+        commit_claims(store, &plan);
+    }
+    (set, got)
+}
+
+/// Issue 31: a source that mints a tenant per request gets one source's
+/// share. Source `mint` has 20 tenants, source `one` a single tenant, all
+/// backlogged, and the sink position is shared, so each tenant's source is
+/// read from a hook. Over 8 ticks of 10 rows, `one` takes half (40); one
+/// group for all (the daemon before) gave it 1/21 of them.
+#[test]
+fn a_source_that_mints_tenants_gets_one_sources_share() {
+    let (_dir, store) = watched_store();
+    let now = 10_000_000;
+    let map = SinkMap::of([("mint", 1), ("one", 1)]);
+    for t in 1..=20u32 {
+        let base = u64::from(t) * 1_000;
+        hooks_of(&store, "mint", base..base + 100, t, now - 1_000, 1);
+    }
+    hooks_of(&store, "one", 50_000..50_100, 99, now - 1_000, 1);
+    let (set, got) = claims_over(&store, &map, now, 8, 10);
+    let one = got.get(&99).copied().unwrap_or(0);
+    assert!(
+        (36..=44).contains(&one),
+        "the lone source's tenant got {one} of 80: {got:?}"
+    );
+    assert_eq!(set.homes.get(&99), Some(&1));
+    assert_eq!(set.homes.get(&1), Some(&0));
+}
+
+/// A source's `weight` is its share among the sources: weights 1 and 3,
+/// one backlogged tenant each, claims 1:3. Guard: passing group weight 1
+/// (the source weight ignored) makes it 1:1.
+#[test]
+fn a_sources_weight_is_its_share_of_the_claims() {
+    let (_dir, store) = watched_store();
+    let now = 10_000_000;
+    let map = SinkMap::weighted([("light", 1, 1), ("heavy", 1, 3)]);
+    hooks_of(&store, "light", 1_000..1_200, 1, now - 1_000, 1);
+    hooks_of(&store, "heavy", 5_000..5_200, 2, now - 1_000, 1);
+    let (_, got) = claims_over(&store, &map, now, 10, 8);
+    let (light, heavy) = (got[&1], got[&2]);
+    assert_eq!(light + heavy, 80);
+    assert!((18..=22).contains(&light), "light {light}, heavy {heavy}");
+}
+
+/// A tenant's rows from two sources are one tenant's: it is grouped under
+/// the source of the first head row a visit read, and stays there while
+/// it is in the set, whatever its later rows' source.
+#[test]
+fn a_tenant_of_two_sources_is_grouped_under_its_first_rows_source() {
+    let (_dir, store) = watched_store();
+    let now = 10_000_000;
+    let map = SinkMap::of([("a", 1), ("b", 1)]);
+    hooks_of(&store, "b", 100..110, 7, now - 2_000, 1);
+    hooks_of(&store, "a", 200..300, 7, now - 1_000, 1);
+    let (set, got) = claims_over(&store, &map, now, 4, 5);
+    assert_eq!(got[&7], 20, "one tenant, served as one");
+    assert_eq!(
+        set.homes.get(&7),
+        Some(&1),
+        "grouped under b, its first rows' source"
     );
 }
 

@@ -39,6 +39,8 @@ struct World {
     order: Vec<u32>,
     group: BTreeMap<u32, u32>,
     weight: BTreeMap<u32, u32>,
+    /// Weight of each group (1 when absent).
+    group_weight: BTreeMap<u32, u32>,
 }
 
 impl World {
@@ -69,6 +71,12 @@ impl World {
                     tenant: *t,
                     group: self.group.get(t).copied().unwrap_or(0),
                     weight: self.weight.get(t).copied().unwrap_or(1),
+                    group_weight: self
+                        .group
+                        .get(t)
+                        .and_then(|g| self.group_weight.get(g))
+                        .copied()
+                        .unwrap_or(1),
                     cap: None,
                     inflight: 0,
                     rows: q.as_slices().0,
@@ -117,6 +125,7 @@ fn rule1_unready_or_capped_tenants_do_not_freeze_the_floor() {
                 tenant: 10,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: None,
                 inflight: 0,
                 rows: &stuck,
@@ -125,6 +134,7 @@ fn rule1_unready_or_capped_tenants_do_not_freeze_the_floor() {
                 tenant: 11,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: Some(1),
                 inflight: 1,
                 rows: &capped,
@@ -135,6 +145,7 @@ fn rule1_unready_or_capped_tenants_do_not_freeze_the_floor() {
                 tenant: t,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: None,
                 inflight: 0,
                 rows: w.queues[&t].as_slices().0,
@@ -172,6 +183,7 @@ fn rule1_unready_or_capped_tenants_take_no_capacity_and_keep_their_place() {
                 tenant: 7,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: None,
                 inflight: 0,
                 rows: &stuck[..],
@@ -180,6 +192,7 @@ fn rule1_unready_or_capped_tenants_take_no_capacity_and_keep_their_place() {
                 tenant: 8,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: Some(1),
                 inflight: cap_inflight,
                 rows: &capped[..],
@@ -188,6 +201,7 @@ fn rule1_unready_or_capped_tenants_take_no_capacity_and_keep_their_place() {
                 tenant: 9,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: None,
                 inflight: 0,
                 rows: &ready[..],
@@ -348,6 +362,7 @@ fn rule5_work_conserving_past_rows_that_do_not_fit() {
             tenant: 1,
             group: 0,
             weight: 1,
+            group_weight: 1,
             cap: None,
             inflight: 0,
             rows: &a,
@@ -356,6 +371,7 @@ fn rule5_work_conserving_past_rows_that_do_not_fit() {
             tenant: 2,
             group: 0,
             weight: 1,
+            group_weight: 1,
             cap: None,
             inflight: 0,
             rows: &b,
@@ -364,6 +380,7 @@ fn rule5_work_conserving_past_rows_that_do_not_fit() {
             tenant: 3,
             group: 0,
             weight: 1,
+            group_weight: 1,
             cap: None,
             inflight: 0,
             rows: &c,
@@ -386,6 +403,7 @@ fn rule5_work_conserving_past_rows_that_do_not_fit() {
         tenant: 4,
         group: 0,
         weight: 1,
+        group_weight: 1,
         cap: None,
         inflight: 0,
         rows: &huge,
@@ -542,6 +560,7 @@ fn rule3_a_capped_incumbent_does_not_line_up_simultaneous_newcomers() {
         tenant: 1,
         group: 0,
         weight: 1,
+        group_weight: 1,
         cap: Some(1),
         inflight: 0,
         rows: &inc,
@@ -561,6 +580,7 @@ fn rule3_a_capped_incumbent_does_not_line_up_simultaneous_newcomers() {
                 tenant: 1,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap: Some(1),
                 inflight: 1,
                 rows: &inc,
@@ -570,6 +590,7 @@ fn rule3_a_capped_incumbent_does_not_line_up_simultaneous_newcomers() {
                     tenant: *t,
                     group: 0,
                     weight: 1,
+                    group_weight: 1,
                     cap: None,
                     inflight: 0,
                     rows: w.queues[t].as_slices().0,
@@ -680,6 +701,43 @@ fn groups_are_served_fairly_before_tenants() {
     assert!((190..=210).contains(&lone), "lone tenant got {lone} of 400");
 }
 
+/// A group's weight is its share among the groups: a source of weight 3
+/// holding one tenant takes three rows for each of a weight-1 source's
+/// nine tenants together, and the weights within a group still split
+/// that group's share. Guard: charging the group at weight 1 whatever
+/// its tenants say (the daemon's source weights would do nothing).
+#[test]
+fn a_groups_weight_is_its_share_among_the_groups() {
+    let mut s = Scheduler::new(cfg());
+    let mut w = World::default();
+    for t in 0..9 {
+        w.add(t, 1000, 0, 100);
+        w.group.insert(t, 1);
+    }
+    w.add(100, 1000, 0, 100);
+    w.add(101, 1000, 0, 100);
+    w.group.insert(100, 2);
+    w.group.insert(101, 2);
+    w.weight.insert(101, 3);
+    w.group_weight.insert(2, 3);
+    let (mut a, mut b) = (0, 0);
+    for now in 0..100 {
+        let c = w.tick(&mut s, now, lim(4));
+        a += count(&c, 100);
+        b += count(&c, 101);
+    }
+    // Group 2 gets 3/4 of 400 rows; within it, 1:3.
+    assert!(
+        (290..=310).contains(&(a + b)),
+        "weight-3 group got {} of 400",
+        a + b
+    );
+    assert!(
+        (70..=80).contains(&a),
+        "weight 1 within the group got {a}, weight 3 got {b}"
+    );
+}
+
 #[test]
 fn a_tenant_listed_twice_is_claimed_once() {
     let mut s = Scheduler::new(cfg());
@@ -688,6 +746,7 @@ fn a_tenant_listed_twice_is_claimed_once() {
         tenant: 5,
         group: 0,
         weight: 1,
+        group_weight: 1,
         cap: None,
         inflight: 0,
         rows: &r,
@@ -706,6 +765,7 @@ fn zero_limits_claim_nothing_but_still_register() {
         tenant: 5,
         group: 0,
         weight: 0,
+        group_weight: 1,
         cap: Some(0),
         inflight: 0,
         rows: &r,
@@ -812,6 +872,7 @@ impl Held {
                 tenant: t,
                 group: 0,
                 weight: 1,
+                group_weight: 1,
                 cap,
                 inflight: self.inflight(t),
                 rows: &self.rows,

@@ -588,6 +588,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                     tenant: t,
                     group: tn.source,
                     weight: tn.weight,
+                    group_weight: 1,
                     cap: tn.cap,
                     inflight: tn.inflight,
                     rows: &rows[..rows.len().min(show)],
