@@ -21,9 +21,13 @@ build: prereqs
 # RocksDB's C++ a second time.
 ANKUSA := $(CARGO_TARGET_DIR)/debug/ankusa
 
-test: prereqs
+# The lints (fmt, clippy with the workspace's unwrap/expect/unsafe rules) and
+# the scheduler's mutation guards (each rule's guard removed in turn must
+# fail its test) are part of the test.
+test: prereqs lint
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
+	python3 fairness/scripts/mutate_guards.py
 	$(ANKUSA) bench gauges --quick
 	$(ANKUSA) bench migrate --quick
 	$(ANKUSA) bench fairness --quick

@@ -3,6 +3,10 @@
 //! and on two cores linking nine of them was most of `make test`'s build.
 //! Each module is one area; `common` holds what they share.
 
+// A test crate: its helpers panic on what a test did not expect, which is
+// the failure report (the workspace refuses unwrap/expect elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod admin_api;
 mod audit_parity;
 mod backup;

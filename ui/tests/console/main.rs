@@ -4,6 +4,10 @@
 //! (the fixture store at a fixed clock, the synchronous runner, the
 //! rendering and the `snap!` macro).
 
+// A test crate: its helpers panic on what a test did not expect, which is
+// the failure report (the workspace refuses unwrap/expect elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[macro_use]
 mod common;
 mod chrome;
