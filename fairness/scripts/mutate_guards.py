@@ -20,6 +20,7 @@ muts = [
  ("M5e large rows wait for freed bytes to add up", "    size > limits.bytes && claimed == 0 && limits.bytes > 0", "    size > limits.bytes && claimed == 0 && limits.bytes > 1 << 40", "rule5_large_rows_get_their_bytes_under_an_inflight_bound"),
  ("M5f a full bound still claims", "    size > limits.bytes && claimed == 0 && limits.bytes > 0", "    size > limits.bytes && claimed == 0", "rule5_large_rows_get_their_bytes_under_an_inflight_bound"),
  ("M5c skipped lag written off", "                self.skipped_for_bytes(h, row.size, limits);\n", "", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),
+ ("M5g group's kept floor", "        g.skipped_tick = tick;\n", "", "rule5_a_group_skipped_for_bytes_keeps_its_lag"),
  ("M5d kept floor ignored", "    if t.skipped_tick != 0 && t.skipped_tick + 1 >= tick {", "    if false {", "rule5_a_tenant_skipped_for_bytes_keeps_its_lag"),
  ("M6a ceiling", "while self.tenants.map.len() > self.cfg.max_tenants {", "while false && self.tenants.map.len() > self.cfg.max_tenants {", "rule6_state_is_bounded_by_the_ceiling_and_the_sweep"),
  ("M6b sweep", "if e.fresh || e.tag <= floor || forgiven {", "if false {", "rule6_state_is_bounded_by_the_ceiling_and_the_sweep"),

@@ -602,7 +602,7 @@ impl Scheduler {
         let mut groups: BinaryHeap<Key> = BinaryHeap::new();
         for (slot, (gid, _)) in slots.iter().enumerate() {
             if let Some(g) = self.groups.map.get(gid) {
-                groups.push(Reverse((g.tag.max(self.root.floor), g.stamp, slot)));
+                groups.push(Reverse((self.group_start(g), g.stamp, slot)));
                 self.work.heap_ops += 1;
             }
         }
@@ -668,7 +668,7 @@ impl Scheduler {
             return;
         }
         if let Some(g) = self.groups.map.get(&gid) {
-            groups.push(Reverse((g.tag.max(self.root.floor), g.stamp, slot)));
+            groups.push(Reverse((self.group_start(g), g.stamp, slot)));
             self.work.heap_ops += 1;
         }
     }
@@ -686,17 +686,35 @@ impl Scheduler {
     /// skipped; a tenant of large rows is skipped on most. The floor kept is never
     /// more than the skipped row's cost below the group's floor at the skip, so a
     /// tenant skipped tick after tick cannot hoard credit.
+    ///
+    /// The same holds one level up: the group of a tenant skipped for bytes keeps the
+    /// root floor it competed at, so that the group's lag against the other groups is
+    /// not written off either. Without it, a source whose one tenant sends large rows
+    /// lost its lag on every skip once the daemon grouped by source (its byte share
+    /// fell from 0.48 to below 0.45 of two sources' bytes).
     fn skipped_for_bytes(&mut self, h: &TenantHead<'_>, size: u32, limits: Limits) {
         let cost = self.row_cost(size, h.weight, limits);
+        let group_cost = self.row_cost(size, h.group_weight, limits);
         let tick = self.tick;
-        let Some(g_floor) = self.groups.map.get(&h.group).map(|g| g.fl.floor) else {
+        let root_floor = self.root.floor;
+        let Some(g) = self.groups.map.get_mut(&h.group) else {
             return;
         };
+        let g_floor = g.fl.floor;
+        let g_at = competing_floor(g, root_floor, tick);
+        g.skipped_floor = g_at.max(root_floor.saturating_sub(group_cost));
+        g.skipped_tick = tick;
         if let Some(t) = self.tenants.map.get_mut(&h.tenant) {
             let at = competing_floor(t, g_floor, tick);
             t.skipped_floor = at.max(g_floor.saturating_sub(cost));
             t.skipped_tick = tick;
         }
+    }
+
+    /// Where a group starts its next claim: its tag, lifted to the root floor it
+    /// competes at (see [`competing_floor`]).
+    fn group_start(&self, g: &Entry) -> u64 {
+        g.tag.max(competing_floor(g, self.root.floor, self.tick))
     }
 
     /// Advance the tenant's and its group's tags for one claimed row.
@@ -723,7 +741,7 @@ impl Scheduler {
         // Rule 1's other half: the floor rises with every claim, whatever else is stuck.
         g.fl.floor = g.fl.floor.max(t_start);
 
-        let g_start = g.tag.max(root_floor);
+        let g_start = g.tag.max(competing_floor(g, root_floor, tick));
         g.tag = g_start.saturating_add(group_cost);
         g.stamp = g_stamp;
         if g.fresh {

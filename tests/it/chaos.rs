@@ -441,10 +441,10 @@ async fn run(secs: u64, outage: Duration, daemon_faults: bool) -> u64 {
 
     // The daemon drains everything it owes. The backlog grows with the run
     // (the sink refuses or stalls about a third of the requests), so the
-    // bound does too: a 300 s run owed more than 120 s of it at the end.
+    // bound does too: a 300 s run without daemon faults took 297 s to drain.
     let c = common::client();
     let drain = Instant::now();
-    let drain_bound = Duration::from_secs(120.max(secs));
+    let drain_bound = Duration::from_secs(120.max(2 * secs));
     loop {
         let mut owed = 0;
         for state in ["pending", "scheduled", "inflight"] {

@@ -12,6 +12,7 @@
 use ankusa_store::counters::Field;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
+use crate::commands::{self, Refused, What};
 use crate::data::{
     ActionScope, DaemonStatus, DeadDetail, OpenMode, Overview, PauseTarget, Progress, Reply,
     Request, TenantData,
@@ -1017,66 +1018,77 @@ impl App {
         self.reload_if(moved)
     }
 
-    /// `:` commands.
+    /// `:` commands ([`crate::commands`] says which there are).
     pub fn command(&mut self, line: &str) -> Vec<Effect> {
-        let mut words = line.split_whitespace();
-        let cmd = words.next().unwrap_or("");
-        let arg = words.collect::<Vec<_>>().join(" ");
-        match (cmd, arg.as_str()) {
-            ("q" | "quit", _) => {
+        let p = match commands::parse(line) {
+            Ok(p) => p,
+            Err(Refused::Unknown(l)) => {
+                self.status = format!("unknown command {} (see ?)", quoted(&l, 40));
+                return Vec::new();
+            }
+            Err(Refused::NeedsArgument(s)) => {
+                self.status = format!("{} needs its argument: {}", s.name, s.usage());
+                return Vec::new();
+            }
+            Err(Refused::TakesNone(s)) => {
+                self.status = format!("{} takes no argument: {}", s.name, s.usage());
+                return Vec::new();
+            }
+        };
+        let arg = p.arg.as_str();
+        match p.what {
+            What::Quit => {
                 self.quit = true;
                 vec![Effect::Quit]
             }
-            ("overview" | "o", _) => self.goto(Tab::Overview),
-            ("tenants" | "t", "") => self.goto(Tab::Tenants),
-            ("heatmap" | "h", _) => self.goto(Tab::Heatmap),
-            ("migration" | "m", _) => self.goto(Tab::Migration),
-            ("log" | "l", _) => self.goto(Tab::Log),
-            ("sinks", _) => self.goto(Tab::Sinks),
-            ("dlq" | "d", "") => self.goto(Tab::Dlq),
-            ("dlq" | "d", name) => self.fetch(vec![Request::TenantByName {
-                name: name.to_owned(),
+            What::Goto(tab) => self.goto(tab),
+            What::Tenants if arg.is_empty() => self.goto(Tab::Tenants),
+            What::Dlq if arg.is_empty() => self.goto(Tab::Dlq),
+            What::Dlq => self.fetch(vec![Request::TenantByName {
+                name: arg.to_owned(),
                 dlq: true,
             }]),
-            ("tenant" | "tenants" | "t", name) => self.fetch(vec![Request::TenantByName {
-                name: name.to_owned(),
+            What::Tenants | What::Tenant => self.fetch(vec![Request::TenantByName {
+                name: arg.to_owned(),
                 dlq: false,
             }]),
-            ("replay-since", d) => self.replay_since(d),
-            ("repair", "") => self.repair(),
-            ("drain", "") => self.drain(true),
-            ("undrain", "") => self.drain(false),
-            ("pause-for", t) if !t.is_empty() => self.pause_sink_for(t, false),
-            ("resume-for", t) if !t.is_empty() => self.pause_sink_for(t, true),
-            ("sort", f) => match f {
-                "ord" | "ordinal" | "" => {
-                    self.stack = vec![Screen::Tenants];
-                    self.set_sort(SortKey::Ordinal)
-                }
-                f => match Field::parse(f)
-                    .or_else(|| (f == "archive").then_some(Field::ArchivePending))
-                    .map(SortKey::Counter)
-                    .or_else(|| {
-                        let name = f.strip_suffix("/s")?.replace('-', "_");
-                        ankusa_store::Total::ALL
-                            .into_iter()
-                            .find(|t| t.name() == name)
-                            .map(SortKey::Rate)
-                    }) {
-                    Some(key) => {
-                        self.stack = vec![Screen::Tenants];
-                        self.set_sort(key)
-                    }
-                    None => {
-                        self.status = format!("unknown counter {} (see ?)", quoted(f, 40));
-                        Vec::new()
-                    }
-                },
-            },
-            _ => {
-                self.status = format!("unknown command {} (see ?)", quoted(line, 40));
-                Vec::new()
+            What::ReplaySince => self.replay_since(arg),
+            What::Repair => self.repair(),
+            What::Drain => self.drain(true),
+            What::Undrain => self.drain(false),
+            What::PauseFor => self.pause_sink_for(arg, false),
+            What::ResumeFor => self.pause_sink_for(arg, true),
+            What::Sort => self.sort_by(arg),
+        }
+    }
+
+    /// `:sort FIELD`: a counter, `archive`, a rate (`delivered/s`), or the
+    /// ordinal (alone).
+    fn sort_by(&mut self, f: &str) -> Vec<Effect> {
+        match f {
+            "ord" | "ordinal" | "" => {
+                self.stack = vec![Screen::Tenants];
+                self.set_sort(SortKey::Ordinal)
             }
+            f => match Field::parse(f)
+                .or_else(|| (f == "archive").then_some(Field::ArchivePending))
+                .map(SortKey::Counter)
+                .or_else(|| {
+                    let name = f.strip_suffix("/s")?.replace('-', "_");
+                    ankusa_store::Total::ALL
+                        .into_iter()
+                        .find(|t| t.name() == name)
+                        .map(SortKey::Rate)
+                }) {
+                Some(key) => {
+                    self.stack = vec![Screen::Tenants];
+                    self.set_sort(key)
+                }
+                None => {
+                    self.status = format!("unknown counter {} (see ?)", quoted(f, 40));
+                    Vec::new()
+                }
+            },
         }
     }
 

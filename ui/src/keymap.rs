@@ -175,7 +175,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('q'), Code(KeyCode::Esc)], label: "q Esc", action: KeyAction::Back, scope: Scope::Everywhere, help: "back; quit from a top screen" },
     Binding { keys: &[C('Q')], label: "Q", action: KeyAction::Quit, scope: Scope::Everywhere, help: "quit" },
     Binding { keys: &[C('/')], label: "/", action: KeyAction::Filter, scope: Scope::Everywhere, help: "filter tenants by name" },
-    Binding { keys: &[C(':')], label: ":", action: KeyAction::Command, scope: Scope::Everywhere, help: "command: :tenants :tenant NAME :dlq [NAME] :heatmap :overview :migration :log :sinks :sort FIELD :replay-since 2h :repair :pause-for T :resume-for T :drain :undrain :q" },
+    Binding { keys: &[C(':')], label: ":", action: KeyAction::Command, scope: Scope::Everywhere, help: "a command (listed under Commands below)" },
     Binding { keys: &[C('?')], label: "?", action: KeyAction::Help, scope: Scope::Everywhere, help: "this help" },
     Binding { keys: &[C('1')], label: "1", action: KeyAction::Goto(Tab::Overview), scope: Scope::Everywhere, help: "overview" },
     Binding { keys: &[C('2')], label: "2", action: KeyAction::Goto(Tab::Tenants), scope: Scope::Everywhere, help: "tenants" },
@@ -243,5 +243,7 @@ pub fn help_lines(can_act: bool) -> Vec<(Option<&'static str>, String)> {
             out.push((None, format!("  {:<7} {}", b.label, b.help)));
         }
     }
+    out.push((Some("Commands (after :)"), String::new()));
+    out.extend(crate::commands::help_lines().into_iter().map(|l| (None, l)));
     out
 }

@@ -455,6 +455,39 @@ fn rule5_a_tenant_skipped_for_bytes_keeps_its_lag() {
     );
 }
 
+// Rule 5 one level up (issue 31: the daemon groups by source). The same two tenants,
+// each the only tenant of its own group: the group of the large rows is skipped for
+// bytes while the other group's claims raise the root floor, and lifted to that floor
+// it lost its lag on every tick, as the tenant did before. Guard: the group's kept
+// floor in `skipped_for_bytes` (mutation M5g).
+#[test]
+fn rule5_a_group_skipped_for_bytes_keeps_its_lag() {
+    let mut s = Scheduler::new(cfg());
+    let mut w = World::default();
+    w.add(1, 10_000, 0, 4000);
+    w.add(2, 100_000, 0, 1000);
+    w.group.insert(1, 1);
+    w.group.insert(2, 2);
+    let limits = Limits {
+        rows: 100,
+        bytes: 10_000,
+    };
+    let (mut big, mut small) = (0u64, 0u64);
+    for now in 0..100 {
+        let c = w.tick(&mut s, now, limits);
+        big += u64::from(count(&c, 1)) * 4000;
+        small += u64::from(count(&c, 2)) * 1000;
+    }
+    assert!(
+        big >= 460_000,
+        "large rows got {big} bytes, small rows {small}"
+    );
+    assert!(
+        small >= 400_000,
+        "small rows got {small} bytes, large rows {big}"
+    );
+}
+
 // Rule 5 under a bound on bytes in flight (issue 15, the daemon's refill ticks).
 // Guard: `oversize_alone` (a row larger than the bytes left goes first on a tick when
 // its tag says so, and only while some budget is left). The caller passes the bytes
