@@ -5,8 +5,9 @@
 //! line, `ankusa: WHAT: WHAT TO DO`, with an exit code that says which kind
 //! of mistake it is ([`Exit`], docs/cli.md). Anything else is unexpected (a
 //! bug, a disk that fails): color-eyre's report with its cause chain and
-//! location, exit [`Exit::Unexpected`]. With `RUST_BACKTRACE` set every
-//! failure gets the report, mistakes included, still with its own exit code.
+//! location, exit [`Exit::Unexpected`]. `RUST_BACKTRACE` adds a backtrace
+//! to that report and changes nothing for a mistake: many developers keep
+//! it set, and a mistake is not a bug to trace.
 //!
 //! Invariant: the kind is decided from the typed errors in the chain
 //! ([`Mistake`] raised by the binary, the libraries' `StoreError`,
@@ -217,11 +218,6 @@ pub fn one_line(report: &Report) -> String {
     out
 }
 
-/// Whether `RUST_BACKTRACE` asks for the full report.
-fn backtrace_asked() -> bool {
-    std::env::var_os("RUST_BACKTRACE").is_some_and(|v| !v.is_empty() && v != "0")
-}
-
 /// Installs color-eyre: its colours only on a terminal and without
 /// `NO_COLOR`, so a piped report has no escape codes.
 pub fn install() {
@@ -239,7 +235,7 @@ pub fn install() {
 /// Prints a failed command's error and returns its exit code.
 pub fn report(report: &Report) -> ExitCode {
     let exit = classify(report);
-    if exit == Exit::Unexpected || backtrace_asked() {
+    if exit == Exit::Unexpected {
         eprintln!("Error: {report:?}");
     } else {
         eprintln!("ankusa: {}", one_line(report));
