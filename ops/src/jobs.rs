@@ -87,11 +87,12 @@ fn purge_scope(tenant: &str, k: Kinds) -> String {
 
 /// A job's action and scope, as its audit records name them.
 fn action_scope(job: &Job) -> (&'static str, String) {
-    match &job.spec {
+    let (action, words) = match &job.spec {
         JobSpec::Purge { tenant, kinds, .. } => ("purge", purge_scope(tenant, *kinds)),
         JobSpec::Replay { request, .. } => ("replay", replay_label(request)),
         JobSpec::Resume { scope, .. } => ("resume", scope.to_string()),
-    }
+    };
+    (action, job.scope_label.clone().unwrap_or(words))
 }
 
 /// What a job does, in words: `purge tenant acme, kinds pending+dead`.
@@ -360,6 +361,7 @@ pub(crate) fn create_with(
         replay_after: None,
         unpark: None,
         finished_at: None,
+        scope_label: Some(scope.to_owned()),
         error: None,
     };
     let (action, _) = action_scope(&job);

@@ -101,6 +101,10 @@ pub struct TenantDetail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DlqEntry {
     pub tenant: String,
+    /// The row's sink as operators name it, `SOURCE/NAME` (the row keeps
+    /// its position as `sink`). Empty from a node that predates it.
+    #[serde(default)]
+    pub sink_name: String,
     #[serde(flatten)]
     pub row: DeadRow,
 }
@@ -152,6 +156,9 @@ pub struct DlqDetail {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeadSink {
     pub sink: u16,
+    /// `SOURCE/NAME` of that sink. Empty from a node that predates it.
+    #[serde(default)]
+    pub sink_name: String,
     pub dead_at: u64,
     pub attempts: u16,
     pub history: Vec<AttemptView>,
@@ -305,6 +312,11 @@ pub struct Job {
     pub unpark: Option<ankusa_store::transitions::UnparkCursor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
+    /// The scope as its audit records name it, fixed when the job was
+    /// created (a sink by its name then), so its start and end records
+    /// say the same. Absent in jobs written before it: the spec's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_label: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

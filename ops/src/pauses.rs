@@ -21,7 +21,7 @@
 //!   and write, so an operator's takeover cannot fall between them.
 
 use ankusa_store::pauses::{self, Origin, Pause, Scope};
-use ankusa_store::{Batch, Store};
+use ankusa_store::{sinks, Batch, Store};
 
 use crate::access::Principal;
 use crate::model::{JobSpec, PauseRequest, Paused, Resumed};
@@ -86,13 +86,14 @@ pub fn put(
     now: u64,
 ) -> Result<Paused> {
     let _pauses = hold();
+    let catalog = sinks::catalog(store)?;
     let existing = pauses::get(store, &scope)?;
     match &existing {
         // The operator's word outlasts the breaker's.
         Some(p) if p.origin == Origin::Breaker && origin == Origin::Operator => {}
         Some(p) => {
             return Ok(Paused {
-                pause: pause_view(p.clone()),
+                pause: pause_view(p.clone(), &catalog),
                 created: false,
             })
         }
@@ -116,14 +117,14 @@ pub fn put(
         &mut b,
         who,
         "pause",
-        &pause.scope.to_string(),
+        &pause.scope.label(&catalog),
         "done",
         0,
         now,
     )?;
     store.commit(b, true)?;
     Ok(Paused {
-        pause: pause_view(pause),
+        pause: pause_view(pause, &catalog),
         created: true,
     })
 }
@@ -178,14 +179,15 @@ fn lift_from(
             pause.origin
         )));
     }
-    let label = scope.to_string();
+    let catalog = sinks::catalog(store)?;
+    let label = scope.label(&catalog);
     if !scope.parks() {
         let mut b = Batch::new();
         pauses::delete(&mut b, &scope)?;
         jobs::audit_in(&mut b, who, "resume", &label, "done", 0, now)?;
         store.commit(b, true)?;
         return Ok(Resumed {
-            pause: pause_view(pause),
+            pause: pause_view(pause, &catalog),
             job: None,
         });
     }
@@ -197,7 +199,7 @@ fn lift_from(
         pauses::delete(b, &scope).map_err(OpsError::from)
     })?;
     Ok(Resumed {
-        pause: pause_view(pause),
+        pause: pause_view(pause, &catalog),
         job: Some(job),
     })
 }

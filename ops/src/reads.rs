@@ -146,6 +146,7 @@ pub fn tenant_detail(
     let first = queries::first_due(store, ord)?.filter(|r| r.at < pauses::PARKED_AT);
     let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
     let paused = holding(store, tenant)?;
+    let catalog = sinks::catalog(store)?;
     Ok(TenantDetail {
         tenant: tenant.to_owned(),
         ord,
@@ -158,6 +159,7 @@ pub fn tenant_detail(
             .into_iter()
             .map(|row| DlqEntry {
                 tenant: tenant.to_owned(),
+                sink_name: sinks::display(&catalog, &row.source_id, row.sink),
                 row,
             })
             .collect(),
@@ -252,6 +254,7 @@ pub fn dlq_page(
         }
     };
     let mut names = std::collections::HashMap::new();
+    let catalog = sinks::catalog(store)?;
     let mut entries = Vec::with_capacity(page.entries.len());
     for row in page.entries {
         let name = match names.get(&row.ord) {
@@ -262,7 +265,11 @@ pub fn dlq_page(
                 n
             }
         };
-        entries.push(DlqEntry { tenant: name, row });
+        entries.push(DlqEntry {
+            tenant: name,
+            sink_name: sinks::display(&catalog, &row.source_id, row.sink),
+            row,
+        });
     }
     Ok(DlqPage {
         entries,
@@ -355,11 +362,13 @@ pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDe
         return Err(missing());
     }
     let tenant = tenant_name(store, first.ord)?;
+    let catalog = sinks::catalog(store)?;
     let mut dead = Vec::with_capacity(rows.len());
     for r in &rows {
         let d = queries::delivery(store, r.seq, r.sink)?;
         dead.push(DeadSink {
             sink: r.sink,
+            sink_name: sinks::display(&catalog, &r.source_id, r.sink),
             dead_at: r.at,
             attempts: d.as_ref().map_or(0, |d| d.attempts),
             history: d
@@ -426,10 +435,10 @@ pub fn resolve_sink(store: &Store, name: &str) -> Result<SinkRef> {
     }
 }
 
-/// A pause as the API shows it.
-pub fn pause_view(pause: Pause) -> PauseView {
+/// A pause as the API shows it: its label names the sink by its name.
+pub fn pause_view(pause: Pause, catalog: &[sinks::SinkEntry]) -> PauseView {
     PauseView {
-        label: pause.scope.to_string(),
+        label: pause.scope.label(catalog),
         pause,
     }
 }
@@ -443,7 +452,11 @@ pub fn pauses_page(store: &Store, who: &Principal) -> Result<PausesPage> {
             (None, _) | (Some(_), None) => true,
             (Some(own), Some(t)) => own == t,
         })
-        .map(pause_view)
+        .collect::<Vec<_>>();
+    let catalog = sinks::catalog(store)?;
+    let pauses = pauses
+        .into_iter()
+        .map(|p| pause_view(p, &catalog))
         .collect();
     Ok(PausesPage { pauses })
 }
@@ -469,9 +482,10 @@ pub fn paused_among<'a>(
 /// The pauses that hold `tenant`'s rows: of the tenant, of a sink for it,
 /// and of a sink for every tenant (a tenant detail's header).
 pub fn holding(store: &Store, tenant: &str) -> Result<Vec<PauseView>> {
+    let catalog = sinks::catalog(store)?;
     Ok(pauses::list(store)?
         .into_iter()
         .filter(|p| p.scope.tenant.as_deref().is_none_or(|t| t == tenant))
-        .map(pause_view)
+        .map(|p| pause_view(p, &catalog))
         .collect())
 }

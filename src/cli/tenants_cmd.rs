@@ -222,13 +222,12 @@ fn tenant_text(t: &TenantDetail, now: u64) -> String {
     o
 }
 
-/// One DLQ row as a line: id, sink, age, source.
+/// One DLQ row as a line: id, sink (`SOURCE/NAME`), age.
 pub fn dead_line(d: &DlqEntry, now: u64) -> String {
     format!(
-        "{}  sink {}  {} ago  source {}",
+        "{}  sink {}  {} ago",
         d.row.hook_id,
-        d.row.sink,
+        super::dlq_cmd::sink_label(&d.sink_name, d.row.sink),
         output::age(now.saturating_sub(d.row.at)),
-        d.row.source_id
     )
 }

@@ -156,6 +156,20 @@ impl Scope {
     }
 }
 
+impl Scope {
+    /// What operators read: [`Scope`]'s words with the sink by its name
+    /// ([`crate::sinks::display`]): `sink shop/billing for tenant acme`.
+    pub fn label(&self, catalog: &[crate::sinks::SinkEntry]) -> String {
+        let sink = |s: &SinkRef| crate::sinks::display(catalog, &s.source, s.sink);
+        match (&self.tenant, &self.sink) {
+            (Some(t), None) => format!("tenant {t}"),
+            (None, Some(s)) => format!("sink {}", sink(s)),
+            (Some(t), Some(s)) => format!("sink {} for tenant {t}", sink(s)),
+            (None, None) => "nothing".into(),
+        }
+    }
+}
+
 impl std::fmt::Display for Scope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (&self.tenant, &self.sink) {

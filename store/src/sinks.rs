@@ -106,6 +106,20 @@ pub fn catalog(store: &Store) -> Result<Vec<SinkEntry>> {
     Ok(out)
 }
 
+/// How operators see a sink, everywhere: `SOURCE/NAME`, with its configured
+/// name (which is its position when it has none). A sink the catalog does
+/// not hold (removed from the configuration, or a store no daemon has
+/// catalogued) is named by its position.
+pub fn display(catalog: &[SinkEntry], source: &str, index: u16) -> String {
+    match catalog
+        .iter()
+        .find(|e| e.source == source && e.index == index)
+    {
+        Some(e) => format!("{source}/{}", e.name),
+        None => format!("{source}/{index}"),
+    }
+}
+
 /// Resolves `source/sink`, where `sink` is a configured name or a
 /// position, against the catalog. `None` when the catalog has no such sink
 /// (a position is still accepted when the catalog is empty: a store no

@@ -61,6 +61,7 @@ fn console_dry_runs(store: &Path) -> ConsoleDryRuns {
     };
     let row = row_name(&dead.hook_id, dead.sink);
     let replay = count(ask(Request::DryRun(ActionScope::ReplayRows {
+        sinks: vec![format!("{}/{}", dead.source_id, dead.sink)],
         rows: vec![dead],
     })));
     ConsoleDryRuns { purge, row, replay }

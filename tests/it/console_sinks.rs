@@ -158,7 +158,7 @@ async fn a_failing_sink_is_seen_paused_held_resumed_and_drained_from_the_console
         "Type \"shop/hooks\"",
     ]);
     con.send("shop/hooks\r");
-    con.wait_for(&["Done. Paused sink shop/0: its rows stay queued."]);
+    con.wait_for(&["Done. Paused sink shop/hooks: its rows stay queued."]);
     con.send("\r");
     con.wait_for(&["PAUSED for every tenant"]);
 
@@ -211,9 +211,9 @@ async fn a_failing_sink_is_seen_paused_held_resumed_and_drained_from_the_console
         .map(|r| (r.action.clone(), r.scope.clone(), r.outcome.clone()))
         .collect();
     for want in [
-        ("pause", "sink shop/0", "done"),
-        ("resume", "sink shop/0", "started"),
-        ("resume", "sink shop/0", "done"),
+        ("pause", "sink shop/hooks", "done"),
+        ("resume", "sink shop/hooks", "started"),
+        ("resume", "sink shop/hooks", "done"),
     ] {
         assert!(
             actions

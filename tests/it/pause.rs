@@ -252,9 +252,9 @@ async fn paused_tenants_and_sinks_hold_their_rows_across_a_crash_and_resume_deli
     for want in [
         ("pause", "tenant acme", "done"),
         ("resume", "tenant acme", "done"),
-        ("pause", "sink shop/1", "done"),
-        ("resume", "sink shop/1", "started"),
-        ("resume", "sink shop/1", "done"),
+        ("pause", "sink shop/bravo", "done"),
+        ("resume", "sink shop/bravo", "started"),
+        ("resume", "sink shop/bravo", "done"),
     ] {
         assert!(
             actions

@@ -88,6 +88,48 @@ pub fn quoted(s: &str, max: usize) -> String {
     format!("{:?}", cut(s, max))
 }
 
+/// Widths for columns that want `need` characters each but can do with
+/// `min`, within `room`: every column gets its need when they fit (nothing
+/// is cut while there is space), else the widest column above its minimum
+/// gives up a character at a time, so the cut falls where there is most to
+/// spare. Below every minimum the minimums are returned (the table cuts).
+pub fn fit(cols: &[(usize, usize)], room: usize) -> Vec<usize> {
+    let mut w: Vec<usize> = cols.iter().map(|&(need, min)| need.max(min)).collect();
+    let mut total: usize = w.iter().sum();
+    while total > room {
+        let widest = w
+            .iter()
+            .enumerate()
+            .filter(|&(i, &x)| x > cols[i].1)
+            .max_by_key(|&(i, &x)| (x - cols[i].1, std::cmp::Reverse(i)))
+            .map(|(i, _)| i);
+        let Some(i) = widest else { break };
+        w[i] -= 1;
+        total -= 1;
+    }
+    w
+}
+
+/// `s` cut in the middle to `max` characters, keeping a third of the room
+/// for its start and the rest for its end: names that share a start
+/// (`tenant-000002`, `billing/ledger-…`) differ at the end, and the start
+/// still says which kind of name it is.
+pub fn cut_mid(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_owned();
+    }
+    if max < 5 {
+        return cut_left(s, max);
+    }
+    let head = (max - 1) / 3;
+    let tail = max - 1 - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
 /// `s` cut from the left to `max` characters (a path's end says most).
 pub fn cut_left(s: &str, max: usize) -> String {
     let n = s.chars().count();
@@ -142,6 +184,27 @@ pub fn spark(values: &[u64], width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_grow_into_the_room_before_anything_is_cut() {
+        assert_eq!(fit(&[(8, 6), (29, 14), (12, 8)], 80), vec![8, 29, 12]);
+        // Short by 9: the hook column has most to spare and gives it up.
+        assert_eq!(fit(&[(8, 6), (29, 14), (12, 8)], 40), vec![8, 20, 12]);
+        // Then evenly above the minimums.
+        assert_eq!(fit(&[(20, 6), (29, 14), (20, 8)], 40), vec![10, 18, 12]);
+        assert_eq!(fit(&[(8, 6), (29, 14)], 5), vec![6, 14]);
+    }
+
+    #[test]
+    fn a_cut_in_the_middle_keeps_both_ends() {
+        assert_eq!(cut_mid("tenant-000002", 11), "ten…-000002");
+        assert_eq!(
+            cut_mid("billing/ledger-reconciliation", 15),
+            "bill…nciliation"
+        );
+        assert_eq!(cut_mid("short", 11), "short");
+        assert_eq!(cut_mid("tenant-000002", 11).chars().count(), 11);
+    }
 
     #[test]
     fn sparks_scale_to_the_largest_and_show_a_trickle() {

@@ -228,7 +228,7 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
         },
         // Exactly the marked rows, each by hook and sink: a hook's other
         // dead sinks are not part of the scope the guard showed.
-        ActionScope::ReplayRows { rows } => Ask::Replay(ReplayRequest {
+        ActionScope::ReplayRows { rows, .. } => Ask::Replay(ReplayRequest {
             rows: rows.iter().map(|r| row_name(&r.hook_id, r.sink)).collect(),
             ..ReplayRequest::default()
         }),

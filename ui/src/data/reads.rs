@@ -283,6 +283,7 @@ impl Feed {
             page,
             names,
             total,
+            sinks: ankusa_store::sinks::catalog(s)?,
         })
     }
 
@@ -302,6 +303,11 @@ impl Feed {
         Ok(DeadDetail {
             row: row.clone(),
             tenant: live_name(s, row.ord)?.unwrap_or_else(|| format!("ord {}", row.ord)),
+            sink: ankusa_store::sinks::display(
+                &ankusa_store::sinks::catalog(s)?,
+                &row.source_id,
+                row.sink,
+            ),
             still_dead,
             delivery,
             preview: envelope.as_ref().map(preview::build),

@@ -228,9 +228,16 @@ pub struct DlqData {
     pub names: Vec<(u32, String)>,
     /// The dead counter of the tenant (or the node).
     pub total: i64,
+    /// The sink catalog, to name each row's sink.
+    pub sinks: Vec<ankusa_store::sinks::SinkEntry>,
 }
 
 impl DlqData {
+    /// The row's sink as operators name it (`SOURCE/NAME`).
+    pub fn sink(&self, row: &DeadRow) -> String {
+        ankusa_store::sinks::display(&self.sinks, &row.source_id, row.sink)
+    }
+
     pub fn name(&self, ord: u32) -> &str {
         self.names
             .iter()
@@ -243,6 +250,8 @@ impl DlqData {
 pub struct DeadDetail {
     pub row: DeadRow,
     pub tenant: String,
+    /// The row's sink, `SOURCE/NAME`.
+    pub sink: String,
     pub still_dead: bool,
     pub delivery: Option<DeliveryRow>,
     pub preview: Option<Preview>,
@@ -334,6 +343,8 @@ pub enum ActionScope {
     },
     ReplayRows {
         rows: Vec<DeadRow>,
+        /// Each row's sink, `SOURCE/NAME`, as the guard shows it.
+        sinks: Vec<String>,
     },
     ReplayTenant {
         ord: u32,
@@ -369,7 +380,7 @@ impl ActionScope {
             ActionScope::Purge { tenant, kinds, .. } => {
                 format!("purge {} of tenant {tenant}", kinds.rows())
             }
-            ActionScope::ReplayRows { rows } => {
+            ActionScope::ReplayRows { rows, .. } => {
                 format!("replay {} dead row(s), each one hook's sink:", rows.len())
             }
             ActionScope::ReplayTenant { tenant, .. } => {

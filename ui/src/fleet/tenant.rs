@@ -67,11 +67,14 @@ pub fn draw(f: &mut Frame, app: &FleetApp, name: &str, node: &str, theme: &Theme
             lines.push(Line::from(Span::styled(
                 cut(
                     &format!(
-                        "   {}  sink {}  dead {} ago  source {}",
+                        "   {}  sink {}  dead {} ago",
                         e.row.hook_id,
-                        e.row.sink,
+                        if e.sink_name.is_empty() {
+                            format!("{}/{}", e.row.source_id, e.row.sink)
+                        } else {
+                            e.sink_name.clone()
+                        },
                         age(t.at.saturating_sub(e.row.at)),
-                        e.row.source_id
                     ),
                     width,
                 ),

@@ -84,11 +84,13 @@ pub fn scope_for(
             if rows.is_empty() {
                 return Err(NoScope::Nothing);
             }
-            ActionScope::ReplayRows { rows }
+            let sinks = rows.iter().map(|r| dlq.sink_of(r)).collect();
+            ActionScope::ReplayRows { rows, sinks }
         }
-        (KeyAction::Replay, Screen::DeadDetail { row }) => {
-            ActionScope::ReplayRows { rows: vec![row] }
-        }
+        (KeyAction::Replay, Screen::DeadDetail { row }) => ActionScope::ReplayRows {
+            sinks: vec![dlq.sink_of(&row)],
+            rows: vec![row],
+        },
         (
             KeyAction::ReplayTenant,
             Screen::Dlq {
@@ -231,12 +233,12 @@ pub fn draw_on(f: &mut Frame, g: &Guard, node: Option<&str>, theme: &Theme, area
             Span::styled(n.to_owned(), theme.title()),
         ]));
     }
-    if let ActionScope::ReplayRows { rows } = scope {
-        for r in rows.iter().take(3) {
+    if let ActionScope::ReplayRows { rows, sinks } = scope {
+        for (r, sink) in rows.iter().zip(sinks).take(3) {
             lines.push(Line::from(format!(
                 "   {} sink {} dead at {}",
                 r.hook_id,
-                r.sink,
+                sink,
                 utc(r.at)
             )));
         }

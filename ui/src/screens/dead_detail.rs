@@ -21,8 +21,8 @@ pub fn draw(f: &mut Frame, detail: Option<&DeadDetail>, now: u64, theme: &Theme,
     let r = &d.row;
     let mut lines = vec![
         Line::from(format!(
-            " hook {}  sink {}  tenant {}  source {}",
-            r.hook_id, r.sink, d.tenant, r.source_id
+            " hook {}  sink {}  tenant {}",
+            r.hook_id, d.sink, d.tenant
         )),
         Line::from(Span::styled(
             format!(

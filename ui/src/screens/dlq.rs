@@ -14,7 +14,7 @@ use ratatui::Frame;
 use super::pages::Pages;
 use super::{Next, Screen};
 use crate::data::{DlqData, Request};
-use crate::fmt::{age, cut, num, utc};
+use crate::fmt::{age, cut_left, cut_mid, fit, num, utc};
 use crate::theme::{block, loading, Theme};
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -128,6 +128,15 @@ impl DlqState {
         }
     }
 
+    /// A row's sink as operators name it (`SOURCE/NAME`), from the shown
+    /// page's catalog; by its position before a page has come.
+    pub fn sink_of(&self, row: &DeadRow) -> String {
+        match &self.data {
+            Some(d) => d.sink(row),
+            None => format!("{}/{}", row.source_id, row.sink),
+        }
+    }
+
     /// The shown tenant's name: the screen's, else the page's.
     pub fn name_of(&self, ord: u32, name: Option<String>) -> String {
         name.unwrap_or_else(|| self.data.as_ref().map_or("?", |d| d.name(ord)).to_owned())
@@ -170,25 +179,59 @@ pub fn draw(
             ""
         }
     );
+    // The tenant, hook and sink columns get what their longest entry on
+    // the page needs, and give up width only when the screen has none to
+    // spare: a hook id keeps its end (the sequence tells two rows apart),
+    // a tenant and a sink both ends. Where that would cut much, the time
+    // of death goes first (its age stays; the detail has the time).
+    let names: Vec<String> = d.page.entries.iter().map(|e| d.sink(e)).collect();
+    let longest = |it: &mut dyn Iterator<Item = usize>, head: &str| {
+        it.max().unwrap_or(0).max(head.chars().count())
+    };
+    let tenant_w = longest(
+        &mut d.page.entries.iter().map(|e| d.name(e.ord).chars().count()),
+        "tenant",
+    );
+    let hook_w = longest(
+        &mut d.page.entries.iter().map(|e| e.hook_id.chars().count()),
+        "hook",
+    );
+    let sink_w = longest(&mut names.iter().map(|n| n.chars().count()), "sink");
+    let inner = usize::from(area.width).saturating_sub(2);
+    // With the time: five columns, four gaps; without it, four and three.
+    // The time stays while the tenant and the hook fit whole beside it and
+    // the sink keeps 16 characters.
+    let with_time = inner >= 20 + 7 + 4 + tenant_w + hook_w + sink_w.min(16);
+    let room = if with_time {
+        inner - (20 + 7 + 4)
+    } else {
+        inner.saturating_sub(7 + 3)
+    };
+    let w = fit(&[(tenant_w, 6), (hook_w, 14), (sink_w, 8)], room);
     let rows: Vec<Row> = d
         .page
         .entries
         .iter()
+        .zip(&names)
         .enumerate()
-        .map(|(i, e)| {
+        .map(|(i, (e, sink))| {
             let mark = if dlq.marked.contains(&(e.at, e.seq, e.sink)) {
                 "*"
             } else {
                 " "
             };
-            let r = Row::new(vec![
-                format!("{mark}{}", utc(e.at)),
-                age(now.saturating_sub(e.at)),
-                cut(d.name(e.ord), 16),
-                e.hook_id.clone(),
-                e.sink.to_string(),
-                e.source_id.clone(),
+            let age = age(now.saturating_sub(e.at));
+            let mut cells = if with_time {
+                vec![format!("{mark}{}", utc(e.at)), age]
+            } else {
+                vec![format!("{mark}{age}")]
+            };
+            cells.extend([
+                cut_mid(d.name(e.ord), w[0]),
+                cut_left(&e.hook_id, w[1]),
+                cut_mid(sink, w[2]),
             ]);
+            let r = Row::new(cells);
             if i == dlq.sel {
                 r.style(theme.selected())
             } else {
@@ -197,29 +240,26 @@ pub fn draw(
         })
         .collect();
     let empty = rows.is_empty();
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(20),
-            Constraint::Length(7),
-            Constraint::Length(16),
-            Constraint::Length(19),
-            Constraint::Length(4),
-            Constraint::Min(6),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            " dead at (UTC)",
-            "age",
-            "tenant",
-            "hook",
-            "sink",
-            "source",
-        ])
-        .style(theme.title()),
-    )
-    .block(block(title, theme));
+    let width = |x: usize| Constraint::Length(u16::try_from(x).unwrap_or(u16::MAX));
+    let mut widths = if with_time {
+        vec![Constraint::Length(20), Constraint::Length(7)]
+    } else {
+        vec![Constraint::Length(7)]
+    };
+    widths.extend([
+        width(w[0]),
+        width(w[1]),
+        Constraint::Min(u16::try_from(w[2]).unwrap_or(u16::MAX)),
+    ]);
+    let mut head = if with_time {
+        vec![" dead at (UTC)", "age"]
+    } else {
+        vec![" age"]
+    };
+    head.extend(["tenant", "hook", "sink"]);
+    let table = Table::new(rows, widths)
+        .header(Row::new(head).style(theme.title()))
+        .block(block(title, theme));
     f.render_widget(table, area);
     if empty {
         let inner = Rect {

@@ -433,6 +433,7 @@ fn a_tenant_shows_every_node_holding_it_and_an_unreachable_one_says_so() {
     };
     let dead = |seq: u64| DlqEntry {
         tenant: "acme".into(),
+        sink_name: "hooks/billing".into(),
         row: ankusa_store::rows::DeadRow {
             ord: 1,
             at: NOW - 60_000 * seq,

@@ -316,7 +316,10 @@ fn replaying_one_marked_sink_of_a_hook_dead_at_two_changes_that_row_only() {
     let scope = scope.join("\n");
     assert!(scope.contains("replay 1 dead row"), "{scope}");
     assert!(
-        scope.contains(&format!("{} sink {}", picked.hook_id, picked.sink)),
+        scope.contains(&format!(
+            "{} sink {}/{}",
+            picked.hook_id, picked.source_id, picked.sink
+        )),
         "{scope}"
     );
     assert!(

@@ -163,6 +163,50 @@ fn dlq_all_tenants() {
     each_size("dlq", false, |a, s| type_keys(a, s, "4"));
 }
 
+/// Issue 33: the DLQ of a fleet node (hook ids `hk_<node>_<seq>`, 29
+/// characters, alike but for their end) whose sinks have long names, at
+/// the widths operators use. Every row's id must be readable whole or by
+/// its distinguishing end, and every sink by its name, never a number;
+/// the columns use the width there is before anything is cut.
+#[test]
+fn dlq_of_a_fleet_node_with_named_sinks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = Store::create_or_open(dir.path()).expect("create store");
+        let id = ankusa_store::NodeId::parse("n19792fe9").expect("node id");
+        ankusa_store::node::record_identity(&s, id).expect("identity");
+        ankusa_store::fixture::write(
+            &s,
+            &ankusa_store::fixture::FixtureSpec::new(40, 2000, 7, NOW),
+            |_, _| {},
+        )
+        .expect("fixture");
+        let entry = |source: &str, index: u16, name: &str| ankusa_store::sinks::SinkEntry {
+            source: source.into(),
+            index,
+            name: name.into(),
+            endpoint: "http://127.0.0.1:9000".into(),
+        };
+        ankusa_store::sinks::replace(
+            &s,
+            &[
+                entry("shop", 0, "orders-webhook-primary"),
+                entry("shop", 1, "analytics-firehose"),
+                entry("billing", 0, "ledger-reconciliation"),
+                entry("billing", 1, "invoices"),
+            ],
+        )
+        .expect("catalog");
+    }
+    let mut src = open(dir.path(), false);
+    for (w, h) in [(80, 24), (100, 30), (160, 48)] {
+        let mut app = app_for(&src, w, h);
+        start(&mut app, &mut src);
+        type_keys(&mut app, &mut src, "4");
+        snap!(format!("dlq_fleet_{w}x{h}"), render(&app));
+    }
+}
+
 #[test]
 fn dlq_of_one_tenant() {
     each_size("dlq_tenant", false, |a, s| {

@@ -337,7 +337,7 @@ fn tenants_and_tenant_detail_carry_the_paused_badge() {
         "{detail}"
     );
     assert!(
-        detail.contains("PAUSED: sink shop/1; tenant dead-only"),
+        detail.contains("PAUSED: sink shop/audit; tenant dead-only"),
         "each pause named: {detail}"
     );
 }
@@ -470,7 +470,7 @@ fn a_sink_is_paused_and_resumed_through_the_guard_and_both_are_audited() {
     match &guard_of(&app).stage {
         Stage::Done(Ok(r)) => assert_eq!(
             r.note.as_deref(),
-            Some("Paused sink shop/1: its rows stay queued.")
+            Some("Paused sink shop/audit: its rows stay queued.")
         ),
         other => panic!("{other:?}"),
     }
@@ -527,11 +527,13 @@ fn a_sink_is_paused_and_resumed_through_the_guard_and_both_are_audited() {
         })
         .collect();
     assert!(
-        actions.iter().any(|a| a == "pause sink shop/1"),
+        actions.iter().any(|a| a == "pause sink shop/audit"),
         "{actions:?}"
     );
     assert!(
-        actions.iter().any(|a| a.starts_with("resume sink shop/1")),
+        actions
+            .iter()
+            .any(|a| a.starts_with("resume sink shop/audit")),
         "{actions:?}"
     );
 }

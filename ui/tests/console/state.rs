@@ -175,6 +175,7 @@ fn paging_the_dlq_follows_cursors_forward_and_back() {
         },
         names: vec![(1, "acme".into())],
         total: 100,
+        sinks: vec![],
     };
     answer(&mut a, e, |r| match r {
         Request::Dlq { cursor, .. } => Some(Reply::Dlq(page(*cursor))),
@@ -480,6 +481,7 @@ fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
         },
         names: vec![(1, "acme".into())],
         total: 1,
+        sinks: vec![],
     };
     a.update(Msg::Reply(
         Request::Dlq {
@@ -520,6 +522,7 @@ fn marked_dlq_rows_are_the_replay_scope() {
             },
             names: vec![],
             total: 3,
+            sinks: vec![],
         })),
         _ => None,
     });
@@ -527,7 +530,7 @@ fn marked_dlq_rows_are_the_replay_scope() {
     assert_eq!(a.dlq.marked.len(), 2);
     let e = keys(&mut a, "R");
     match fetches(&e)[..] {
-        [Request::DryRun(ActionScope::ReplayRows { rows })] => {
+        [Request::DryRun(ActionScope::ReplayRows { rows, .. })] => {
             let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
             assert_eq!(seqs, [3, 1]);
         }
