@@ -23,7 +23,7 @@ use ratatui::Frame;
 
 use super::{Next, Screen};
 use crate::data::{PauseTarget, Request, SinkData, SinkKey, SinksData};
-use crate::fmt::{age, cut, num, utc};
+use crate::fmt::{age, cut, cut_mid, fit, num, utc};
 use crate::theme::{block, loading, Theme, PAUSED};
 
 /// The word beside a sink whose last attempts failed (its colour is the
@@ -272,71 +272,73 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
     }
     let wide = area.width >= WIDE;
     let rows = s.rows(n);
-    let (head, widths): (Vec<&str>, Vec<Constraint>) = match (d.live, wide) {
+    // The widths after the sink and endpoint columns (the last is a
+    // minimum and takes what is left).
+    let (head, rest): (Vec<&str>, Vec<u16>) = match (d.live, wide) {
         (true, false) => (
             vec![
                 "sink", "endpoint", "state", "waiting", "ok/1m", "fail/1m", "row", "last",
                 "last ok",
             ],
-            // 78 columns inside the frame: failures in a row up to 99,999
-            // fit (a count in the thousands used to be cut to "1,2").
-            vec![
-                Constraint::Length(12),
-                Constraint::Length(11),
-                Constraint::Length(12),
-                Constraint::Length(7),
-                Constraint::Length(5),
-                Constraint::Length(7),
-                Constraint::Length(5),
-                Constraint::Length(4),
-                Constraint::Min(7),
-            ],
+            // Failures in a row up to 99,999 fit (a count in the thousands
+            // used to be cut to "1,2").
+            vec![12, 7, 5, 7, 5, 4, 7],
         ),
         (true, true) => (
             vec![
                 "sink", "endpoint", "state", "waiting", "ok/1m", "fail/1m", "in a row", "last",
                 "last ok", "inflight", "p50", "p99",
             ],
-            vec![
-                Constraint::Length(24),
-                Constraint::Length(24),
-                Constraint::Length(14),
-                Constraint::Length(8),
-                Constraint::Length(7),
-                Constraint::Length(7),
-                Constraint::Length(8),
-                Constraint::Length(5),
-                Constraint::Length(8),
-                Constraint::Length(8),
-                Constraint::Length(7),
-                Constraint::Min(7),
-            ],
+            vec![14, 8, 7, 7, 8, 5, 8, 8, 7, 7],
         ),
         (false, _) => (
             vec!["sink", "endpoint", "state", "waiting", "paused for tenants"],
-            vec![
-                Constraint::Length(if wide { 30 } else { 17 }),
-                Constraint::Length(if wide { 36 } else { 17 }),
-                Constraint::Length(14),
-                Constraint::Length(8),
-                Constraint::Min(10),
-            ],
+            vec![14, 8, 10],
         ),
     };
-    let (name_w, host_w) = match (d.live, wide) {
-        (true, false) => (12, 11),
-        (true, true) => (24, 24),
-        (false, false) => (17, 17),
-        (false, true) => (30, 36),
+    // The sink and endpoint columns take the room the others leave, as
+    // much as the page's longest entries need: nothing is cut while the
+    // row has space, and a cut keeps both ends (`orders/heal…`
+    // said nothing of which sink it was).
+    let inner = usize::from(area.width).saturating_sub(2);
+    let gaps = head.len() - 1;
+    let fixed: usize = rest.iter().map(|&w| usize::from(w)).sum();
+    let room = inner.saturating_sub(fixed + gaps);
+    let need = |f: &dyn Fn(&SinkView) -> usize, title: &str| {
+        rows.iter()
+            .map(|v| f(v))
+            .max()
+            .unwrap_or(0)
+            .max(title.len())
     };
+    let fitted = fit(
+        &[
+            (need(&|v| name(v).chars().count(), "sink"), 10),
+            (need(&|v| host(&v.endpoint).chars().count(), "endpoint"), 10),
+        ],
+        room,
+    );
+    let (name_w, host_w) = (fitted[0], fitted[1]);
+    let mut widths: Vec<Constraint> = vec![
+        Constraint::Length(u16::try_from(name_w).unwrap_or(u16::MAX)),
+        Constraint::Length(u16::try_from(host_w).unwrap_or(u16::MAX)),
+    ];
+    let last = rest.len() - 1;
+    widths.extend(rest.iter().enumerate().map(|(i, &w)| {
+        if i == last {
+            Constraint::Min(w)
+        } else {
+            Constraint::Length(w)
+        }
+    }));
     let body: Vec<Row> = rows
         .iter()
         .enumerate()
         .map(|(i, v)| {
             let (st, st_style) = state(v, theme);
             let mut cells = vec![
-                Cell::from(cut(&name(v), name_w)),
-                Cell::from(cut(host(&v.endpoint), host_w)),
+                Cell::from(cut_mid(&name(v), name_w)),
+                Cell::from(cut_mid(host(&v.endpoint), host_w)),
                 Cell::from(st).style(st_style),
                 Cell::from(waiting(v)),
             ];

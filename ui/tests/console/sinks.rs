@@ -20,7 +20,7 @@ use ankusa_ui::popups::Overlay;
 use ankusa_ui::screens::sinks::failing;
 use ankusa_ui::screens::Screen;
 
-const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+const SIZES: [(u16, u16); 3] = [(80, 24), (100, 30), (160, 48)];
 
 /// The fixture's sources are `shop` (sinks 0 and 1) and `billing` (0).
 fn catalog() -> Vec<SinkEntry> {
