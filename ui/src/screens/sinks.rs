@@ -306,7 +306,7 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
     let room = inner.saturating_sub(fixed + gaps);
     let need = |f: &dyn Fn(&SinkView) -> usize, title: &str| {
         rows.iter()
-            .map(|v| f(v))
+            .map(f)
             .max()
             .unwrap_or(0)
             .max(title.len())
