@@ -28,6 +28,7 @@ test: prereqs lint
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 	python3 fairness/scripts/mutate_guards.py
+	./scripts/verify-unit.sh $(ANKUSA)
 	$(ANKUSA) bench gauges --quick
 	$(ANKUSA) bench migrate --quick
 	$(ANKUSA) bench fairness --quick

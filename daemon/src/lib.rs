@@ -66,6 +66,7 @@ mod ingest;
 mod job_runner;
 pub mod listener;
 mod metrics;
+mod notify;
 mod open_files;
 mod outcome;
 mod recorder;
@@ -399,11 +400,15 @@ impl Daemon {
                 println!("ankusa: admin API on http://{a}");
             }
             announce_listening(addr, &settings.store_path);
+            notify::ready();
         }
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             stop.await;
+            if announce {
+                notify::stopping();
+            }
             let _ = stop_tx.send(true);
         });
         let recovery = tokio::spawn(health::recover_loop(

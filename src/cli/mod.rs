@@ -86,6 +86,16 @@ pub enum Command {
         #[command(flatten)]
         admin: AdminArg,
     },
+    /// Print the shell completion script for SHELL (bash, zsh, fish,
+    /// elvish, powershell) on stdout, e.g. `ankusa completions bash >
+    /// /etc/bash_completion.d/ankusa`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page of ankusa on stdout (roff), or with --out write
+    /// one page per command (ankusa.1, ankusa-store-info.1, ...) into DIR.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// The whole system on this machine: a daemon on a fresh store, four
     /// loopback sinks, a load generator, and the console beside them
     /// (docs/demo.md).
@@ -683,6 +693,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             crate::bench::ingest::run(quick, json)
         }
         Command::Serve { config } => Ok(ankusa_daemon::run(config)?),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "ankusa", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { out } => man(out),
         Command::Demo {
             store,
             no_console,
@@ -743,4 +759,29 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `ankusa man`: the top page on stdout, or every command's page into a
+/// directory (created if missing), named as `man` looks them up.
+fn man(out: Option<PathBuf>) -> Result<ExitCode> {
+    use color_eyre::eyre::WrapErr;
+    // `help` is clap's, not a command of ours: no page names it.
+    let cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    match out {
+        None => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut buf)
+                .wrap_err("cannot render the man page")?;
+            std::io::Write::write_all(&mut std::io::stdout(), &buf)
+                .wrap_err("cannot write the man page")?;
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .wrap_err_with(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir)
+                .wrap_err_with(|| format!("cannot write the man pages into {}", dir.display()))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -24,6 +24,7 @@ mod daemon_crash;
 mod daemon_dispatch;
 mod daemon_ingest;
 mod demo;
+mod dist;
 mod drain;
 mod fleet;
 mod fleet_console;

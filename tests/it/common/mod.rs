@@ -61,6 +61,15 @@ impl Daemon {
     }
 
     pub fn try_start(dir: &Path) -> Result<Daemon, String> {
+        Self::try_start_env(dir, &[])
+    }
+
+    /// [`Daemon::start`] with these variables set in its environment.
+    pub fn start_env(dir: &Path, env: &[(&str, &str)]) -> Daemon {
+        Self::try_start_env(dir, env).unwrap_or_else(|e| panic!("daemon did not start: {e}"))
+    }
+
+    pub fn try_start_env(dir: &Path, env: &[(&str, &str)]) -> Result<Daemon, String> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -71,6 +80,7 @@ impl Daemon {
             .arg("--config")
             .arg(dir.join("ankusa.toml"))
             .env("ANKUSA_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()

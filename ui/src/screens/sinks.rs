@@ -305,11 +305,7 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
     let fixed: usize = rest.iter().map(|&w| usize::from(w)).sum();
     let room = inner.saturating_sub(fixed + gaps);
     let need = |f: &dyn Fn(&SinkView) -> usize, title: &str| {
-        rows.iter()
-            .map(f)
-            .max()
-            .unwrap_or(0)
-            .max(title.len())
+        rows.iter().map(f).max().unwrap_or(0).max(title.len())
     };
     let fitted = fit(
         &[

@@ -1,0 +1,165 @@
+//! What ships beside the binary, generated from its own command
+//! definitions: the shell completions (`ankusa completions SHELL`) and the
+//! man pages (`ankusa man`). The command tree is read from the binary's
+//! `--help`, so a command added later is held to both without a list here.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use crate::common::BIN;
+
+fn stdout(args: &[&str]) -> String {
+    let o = Command::new(BIN).args(args).output().expect("run ankusa");
+    assert!(
+        o.status.success(),
+        "ankusa {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8")
+}
+
+/// The subcommands `--help` lists under `path` (clap's own `help` aside).
+fn children(path: &[String]) -> Vec<String> {
+    let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+    args.push("--help");
+    let help = stdout(&args);
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every command path of the binary, parents before their children.
+fn tree() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut todo = vec![Vec::new()];
+    while let Some(path) = todo.pop() {
+        for c in children(&path) {
+            let mut p = path.clone();
+            p.push(c);
+            out.push(p.clone());
+            todo.push(p);
+        }
+    }
+    out
+}
+
+/// What bash completes after `ankusa PATH `: the completion script is
+/// sourced into a real bash, and its function asked as bash would ask it.
+fn bash_completes(script: &str, path: &[String]) -> BTreeSet<String> {
+    let words = path.join(" ");
+    let prog = format!(
+        "{script}\nCOMP_WORDS=(ankusa {words} \"\"); COMP_CWORD={}; COMP_LINE=\"ankusa {words} \"; COMP_POINT=${{#COMP_LINE}}; _ankusa ankusa \"\" ankusa; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        path.len() + 1
+    );
+    let o = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &prog])
+        .output()
+        .expect("run bash");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completes_every_subcommand_and_each_command_has_a_man_page() {
+    let tree = tree();
+    assert!(
+        tree.len() > 30,
+        "the command tree read from --help: {tree:?}"
+    );
+
+    let script = stdout(&["completions", "bash"]);
+    let mut parents: Vec<Vec<String>> = vec![Vec::new()];
+    parents.extend(tree.iter().cloned());
+    for parent in &parents {
+        let kids = children(parent);
+        if kids.is_empty() {
+            continue;
+        }
+        let offered = bash_completes(&script, parent);
+        for k in &kids {
+            assert!(
+                offered.contains(k),
+                "bash does not complete `ankusa {} {k}`: {offered:?}",
+                parent.join(" ")
+            );
+        }
+    }
+    for shell in ["zsh", "fish"] {
+        let s = stdout(&["completions", shell]);
+        for path in &tree {
+            let last = path.last().expect("a name");
+            assert!(s.contains(last.as_str()), "{shell} completion lacks {last}");
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    stdout(&["man", "--out", dir.path().to_str().unwrap()]);
+    let top = std::fs::read_to_string(dir.path().join("ankusa.1")).expect("ankusa.1");
+    assert!(
+        top.starts_with(".ie") || top.contains(".TH ankusa 1"),
+        "{top}"
+    );
+    for path in &tree {
+        let name = format!("ankusa-{}.1", path.join("-"));
+        let page = std::fs::read_to_string(dir.path().join(&name))
+            .unwrap_or_else(|e| panic!("no man page {name}: {e}"));
+        assert!(page.contains(".TH ankusa-"), "{name} is not a man page");
+    }
+    for path in tree.iter().filter(|p| p.len() == 1) {
+        assert!(top.contains(&path[0]), "ankusa.1 does not name {}", path[0]);
+    }
+    // On stdout, the same top page.
+    assert_eq!(stdout(&["man"]), top);
+}
+
+/// The `Type=notify` unit (dist/systemd/ankusa.service): with a fake
+/// `NOTIFY_SOCKET` (a unix datagram socket this test reads), the daemon
+/// sends `READY=1` once it accepts hooks (a hook posted as soon as the
+/// datagram is read is answered 202), and `STOPPING=1` on SIGTERM, then
+/// exits 0. Without the variable the daemon sends nothing (every other
+/// test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    crate::common::write_config(
+        dir.path(),
+        &crate::common::config_with(
+            "",
+            "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n",
+        ),
+    );
+    let d = crate::common::Daemon::start_env(
+        dir.path(),
+        &[("NOTIFY_SOCKET", sock_path.to_str().unwrap())],
+    );
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).expect("a notification within 60 s");
+    let first = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(first.lines().any(|l| l == "READY=1"), "{first:?}");
+    let c = crate::common::client();
+    let r = c
+        .post(d.url("shop"))
+        .body("{\"ready\":true}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202, "a hook right after READY=1");
+    nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let n = sock.recv(&mut buf).expect("STOPPING=1 within 60 s");
+    let second = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(second.lines().any(|l| l == "STOPPING=1"), "{second:?}");
+    let status = d.stop_wait();
+    assert!(status.success(), "{status}");
+}
