@@ -92,6 +92,16 @@ pub fn bytes(n: i64) -> String {
     }
 }
 
+/// A sink's name (`SOURCE/NAME`), or its position from a node that sends
+/// none.
+pub fn sink_label(name: &str, index: u16) -> String {
+    if name.is_empty() {
+        index.to_string()
+    } else {
+        name.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -169,15 +169,6 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
     }
 }
 
-/// A sink's name, or its position from a node that sends none.
-pub fn sink_label(name: &str, index: u16) -> String {
-    if name.is_empty() {
-        index.to_string()
-    } else {
-        name.to_owned()
-    }
-}
-
 fn detail_text(d: &DlqDetail, now: u64) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
@@ -186,7 +177,7 @@ fn detail_text(d: &DlqDetail, now: u64) -> String {
         let _ = writeln!(
             o,
             "sink {}       dead {} ago after {} attempts",
-            sink_label(&s.sink_name, s.sink),
+            output::sink_label(&s.sink_name, s.sink),
             output::age(now.saturating_sub(s.dead_at)),
             s.attempts
         );

@@ -227,7 +227,7 @@ pub fn dead_line(d: &DlqEntry, now: u64) -> String {
     format!(
         "{}  sink {}  {} ago",
         d.row.hook_id,
-        super::dlq_cmd::sink_label(&d.sink_name, d.row.sink),
+        output::sink_label(&d.sink_name, d.row.sink),
         output::age(now.saturating_sub(d.row.at)),
     )
 }

@@ -243,7 +243,5 @@ pub fn help_lines(can_act: bool) -> Vec<(Option<&'static str>, String)> {
             out.push((None, format!("  {:<7} {}", b.label, b.help)));
         }
     }
-    out.push((Some("Commands (after :)"), String::new()));
-    out.extend(crate::commands::help_lines().into_iter().map(|l| (None, l)));
     out
 }

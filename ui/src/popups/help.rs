@@ -11,10 +11,19 @@ use ratatui::Frame;
 use crate::keymap::{self, KeyAction};
 use crate::theme::{block, centered, Theme};
 
+/// The overlay's lines: the keys by scope ([`keymap::help_lines`]), then
+/// the `:` commands ([`crate::commands`]).
+pub fn lines(can_act: bool) -> Vec<(Option<&'static str>, String)> {
+    let mut out = keymap::help_lines(can_act);
+    out.push((Some("Commands (after :)"), String::new()));
+    out.extend(crate::commands::help_lines().into_iter().map(|l| (None, l)));
+    out
+}
+
 /// A key on the help overlay scrolled to `scroll`: the new scroll, or None
 /// when the key closes it.
 pub fn key(scroll: u16, k: &KeyEvent, can_act: bool) -> Option<u16> {
-    let max = keymap::help_lines(can_act).len() as u16;
+    let max = lines(can_act).len() as u16;
     if matches!(
         k.code,
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('?') | KeyCode::Enter
@@ -32,7 +41,7 @@ pub fn key(scroll: u16, k: &KeyEvent, can_act: bool) -> Option<u16> {
 }
 
 pub fn draw(f: &mut Frame, can_act: bool, scroll: u16, theme: &Theme, area: Rect) {
-    let lines: Vec<Line> = keymap::help_lines(can_act)
+    let lines: Vec<Line> = lines(can_act)
         .into_iter()
         .map(|(title, text)| match title {
             Some(t) => Line::from(Span::styled(t, theme.title())),
