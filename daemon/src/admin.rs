@@ -38,11 +38,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::clock::SharedClock;
-use super::config::AdminSettings;
 use super::metrics::Metrics;
 use ankusa_ops::access::{self, Peer, Principal};
 use ankusa_ops::model::{
-    BackupRequest, DaemonInfo, JobsPage, PauseRequest, PurgeRequest, ReplayRequest,
+    BackupRequest, ConfigCheckRequest, DaemonInfo, JobsPage, PauseRequest, PurgeRequest,
+    ReplayRequest,
 };
 use ankusa_ops::{jobs, node, pauses, reads, routes, OpsError};
 
@@ -50,7 +50,9 @@ use super::job_runner::JobRunner;
 
 pub struct AdminState {
     pub store: Arc<Store>,
-    pub settings: AdminSettings,
+    /// The configuration reloads, and through them the admin tokens in
+    /// force.
+    pub reloader: Arc<super::reload::Reloader>,
     pub clock: SharedClock,
     pub metrics: Arc<Metrics>,
     pub jobs: Arc<JobRunner>,
@@ -103,11 +105,12 @@ impl FromRequestParts<Arc<AdminState>> for Caller {
                 message: "more than one Authorization header".into(),
             }));
         }
+        let routes = state.reloader.live().current();
         let who = access::authenticate(
             authz,
-            &state.settings.tokens,
+            &routes.admin.tokens,
             peer.as_ref(),
-            state.settings.local_admin,
+            routes.admin.local_admin,
         )?;
         Ok(Caller(who))
     }
@@ -280,6 +283,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route(routes::PAUSES, get(pauses_list).post(pause))
         .route(routes::RESUME, post(resume_pause))
         .route(routes::METRICS, get(metrics))
+        .route(routes::CONFIG_RELOAD, post(config_reload))
+        .route(routes::CONFIG_CHECK, post(config_check))
         .fallback(|| async {
             ApiError(OpsError::NotFound(
                 "no such admin route (see docs/admin-api.md)".into(),
@@ -467,6 +472,48 @@ async fn undrain(
     let n = blocking(move || node::undrain(&s.store, &who, now)).await?;
     tracing::warn!("the node no longer drains");
     Ok(Json(n).into_response())
+}
+
+/// Re-reads the daemon's configuration file and applies it: the whole
+/// file or nothing (admin; audited).
+async fn config_reload(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(_): ApiBody<NoFields>,
+) -> ApiResult<Response> {
+    who.require_admin("a configuration reload")?;
+    let r = s.reloader.clone();
+    let report = blocking(move || r.reload(&who).map_err(reload_error)).await?;
+    Ok(Json(report).into_response())
+}
+
+/// What a candidate file would change, applying nothing (admin).
+async fn config_check(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    _: NoQuery,
+    ApiBody(req): ApiBody<ConfigCheckRequest>,
+) -> ApiResult<Response> {
+    who.require_admin("a configuration check")?;
+    let r = s.reloader.clone();
+    let report = blocking(move || r.check(&req.text).map_err(reload_error)).await?;
+    Ok(Json(report).into_response())
+}
+
+fn reload_error(e: super::reload::ReloadError) -> OpsError {
+    use super::reload::ReloadError;
+    match e {
+        ReloadError::Invalid(e) => OpsError::Invalid {
+            code: "config_invalid",
+            message: e.to_string(),
+        },
+        e @ ReloadError::Refused(_) => OpsError::Invalid {
+            code: "reload_refused",
+            message: e.to_string(),
+        },
+        ReloadError::Store(e) => OpsError::Store(e),
+    }
 }
 
 /// A checkpoint taken with the daemon's own handle, beside its writes

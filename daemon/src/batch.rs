@@ -184,11 +184,13 @@ async fn handle(
     let mut written = if good.is_empty() {
         Vec::new().into_iter()
     } else {
-        let sinks = u16::try_from(source.sinks.len()).unwrap_or(u16::MAX);
-        let rx = app.writer.submit_all(good, sinks).map_err(|e| match e {
-            SubmitError::Full => Outcome::QueueFull,
-            SubmitError::Closed => Outcome::ShuttingDown,
-        })?;
+        let rx = app
+            .writer
+            .submit_all(good, source.ingest_sinks())
+            .map_err(|e| match e {
+                SubmitError::Full => Outcome::QueueFull,
+                SubmitError::Closed => Outcome::ShuttingDown,
+            })?;
         // Dropped unanswered: nothing of it was committed.
         rx.await.map_err(|_| Outcome::StoreUnavailable)?.into_iter()
     };

@@ -38,7 +38,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use ankusa_ops::access::Principal;
@@ -426,42 +426,78 @@ impl Breaker {
     }
 }
 
-/// Every configured breaker.
+type BreakerMap = HashMap<(String, u16), Arc<Mutex<Breaker>>>;
+
+/// Every configured breaker. The set is replaced whole by a reload
+/// ([`Breakers::reconfigure`]); each breaker keeps its state across it.
 #[derive(Debug, Default)]
 pub struct Breakers {
-    sinks: HashMap<(String, u16), Mutex<Breaker>>,
+    sinks: RwLock<Arc<BreakerMap>>,
     /// Wakes the task at once after a trip or a probe's end.
     wake: Notify,
+}
+
+fn breaker_map(sources: &[Source], old: &BreakerMap) -> BreakerMap {
+    let mut sinks = HashMap::new();
+    for src in sources {
+        for (i, k) in src.sinks.iter().enumerate() {
+            if let Some(b) = &k.breaker {
+                let i = u16::try_from(i).unwrap_or(u16::MAX);
+                let key = (src.id.clone(), i);
+                let policy = Policy::of(b);
+                let m = match old.get(&key) {
+                    Some(m) => {
+                        // Same sink, maybe new rules: the state (open, its
+                        // backoff, the window) stays.
+                        m.lock().unwrap_or_else(PoisonError::into_inner).policy = policy;
+                        m.clone()
+                    }
+                    None => Arc::new(Mutex::new(Breaker::new(policy))),
+                };
+                sinks.insert(key, m);
+            }
+        }
+    }
+    sinks
 }
 
 impl Breakers {
     /// A breaker for each sink that configures one.
     pub fn new(sources: &[Source]) -> Breakers {
-        let mut sinks = HashMap::new();
-        for src in sources {
-            for (i, k) in src.sinks.iter().enumerate() {
-                if let Some(b) = &k.breaker {
-                    let i = u16::try_from(i).unwrap_or(u16::MAX);
-                    sinks.insert((src.id.clone(), i), Mutex::new(Breaker::new(Policy::of(b))));
-                }
-            }
-        }
         Breakers {
-            sinks,
+            sinks: RwLock::new(Arc::new(breaker_map(sources, &HashMap::new()))),
             wake: Notify::new(),
         }
     }
 
+    /// The breakers of a reloaded configuration: a sink that keeps its
+    /// breaker keeps its state (under the new rules); a sink that gains one
+    /// starts closed; one that loses it loses it (a pause it made stays, for
+    /// the operator, as at boot).
+    pub fn reconfigure(&self, sources: &[Source]) {
+        let next = breaker_map(sources, &self.sinks());
+        *self.sinks.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        self.wake.notify_one();
+    }
+
+    fn sinks(&self) -> Arc<BreakerMap> {
+        self.sinks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.sinks.is_empty()
+        self.sinks().is_empty()
     }
 
     pub fn has(&self, source: &str, sink: u16) -> bool {
-        self.sinks.contains_key(&(source.to_owned(), sink))
+        self.sinks().contains_key(&(source.to_owned(), sink))
     }
 
     fn with<T>(&self, source: &str, sink: u16, f: impl FnOnce(&mut Breaker) -> T) -> Option<T> {
-        let m = self.sinks.get(&(source.to_owned(), sink))?;
+        let map = self.sinks();
+        let m = map.get(&(source.to_owned(), sink))?;
         let mut b = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Some(f(&mut b))
     }
@@ -485,7 +521,7 @@ impl Breakers {
     /// The sinks whose breaker wants a probe row now.
     pub fn probes_wanted(&self, now: u64) -> Vec<(String, u16, UnparkCursor)> {
         let mut out = Vec::new();
-        for ((src, i), m) in &self.sinks {
+        for ((src, i), m) in self.sinks().iter() {
             let b = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if b.wants_probe(now) {
                 out.push((src.clone(), *i, b.search));
@@ -526,7 +562,7 @@ impl Breakers {
 
     /// Row `seq` of sink position `sink` left this process's hands.
     pub fn settled(&self, seq: u64, sink: u16) {
-        for ((_, i), m) in &self.sinks {
+        for ((_, i), m) in self.sinks().iter() {
             if *i == sink {
                 m.lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -545,7 +581,7 @@ impl Breakers {
     pub fn pass(&self, store: &Store, now: u64) -> Vec<Job> {
         let who = principal();
         let mut jobs = Vec::new();
-        for ((src, i), m) in &self.sinks {
+        for ((src, i), m) in self.sinks().iter() {
             let scope = Scope::sink(src, *i);
             let pause = match pauses::get(store, &scope) {
                 Ok(p) => p.map(|p| (p.origin, p.at)),
@@ -609,10 +645,11 @@ impl Breakers {
 
     /// Prometheus series for the sinks with a breaker.
     pub fn render(&self, out: &mut String) {
-        if self.sinks.is_empty() {
+        let map = self.sinks();
+        if map.is_empty() {
             return;
         }
-        let mut keys: Vec<&(String, u16)> = self.sinks.keys().collect();
+        let mut keys: Vec<&(String, u16)> = map.keys().collect();
         keys.sort();
         let snap: Vec<_> = keys
             .iter()
@@ -652,7 +689,8 @@ pub fn principal() -> Principal {
 }
 
 /// Runs the breaker task until `stop`: a pass every [`STEP`], or at once
-/// after a trip or a probe's end. `None` when no sink has a breaker.
+/// after a trip or a probe's end. It runs even when no sink has a breaker
+/// (a pass over none costs nothing), so that a reload can add one.
 /// `board` is whatever holds the node's [`Breakers`] (the metrics do, for
 /// `/metrics`), taken by that one view so this module needs nothing else of it.
 pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
@@ -661,11 +699,8 @@ pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
     board: Arc<B>,
     jobs: Arc<JobRunner>,
     mut stop: watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    if board.as_ref().as_ref().is_empty() {
-        return None;
-    }
-    Some(tokio::spawn(async move {
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         let mut every = tokio::time::interval(STEP);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -673,6 +708,9 @@ pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
                 _ = every.tick() => {}
                 _ = (*board).as_ref().wake.notified() => {}
                 _ = stop.wait_for(|s| *s) => return,
+            }
+            if (*board).as_ref().is_empty() {
+                continue;
             }
             let (s, b, now) = (store.clone(), board.clone(), clock.now_ms());
             match tokio::task::spawn_blocking(move || (*b).as_ref().pass(&s, now)).await {
@@ -684,7 +722,7 @@ pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
                 Err(e) => tracing::error!(error = %e, "circuit breaker pass panicked"),
             }
         }
-    }))
+    })
 }
 
 /// Breaker pauses of sinks that no longer configure a breaker: nobody will

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ankusa_ops::access::AdminToken;
+use ankusa_store::transitions::SinkSet;
 use ankusa_store::NodeId;
 use axum::http::HeaderName;
 use serde::de::Error as _;
@@ -495,6 +496,11 @@ pub struct SinkConfig {
     /// `[sources.sinks.breaker]`: the sink's circuit breaker; none (off)
     /// when absent.
     pub breaker: Option<BreakerSection>,
+    /// A sink on its way out: it keeps its position (rows name sinks by
+    /// position) and delivers what waits for it, but new hooks owe it
+    /// nothing. A later reload may drop it once nothing waits.
+    #[serde(default)]
+    pub retired: bool,
 }
 
 /// `[sources.sinks.breaker]`: when the sink is paused automatically, and
@@ -626,6 +632,19 @@ pub struct Source {
 }
 
 impl Source {
+    /// The positions a new hook of this source owes rows to: every sink but
+    /// the retired ones.
+    pub fn ingest_sinks(&self) -> SinkSet {
+        let n = u16::try_from(self.sinks.len()).unwrap_or(SinkSet::MAX);
+        self.sinks
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.retired)
+            .fold(SinkSet::first(n), |set, (i, _)| {
+                set.without(u16::try_from(i).unwrap_or(u16::MAX))
+            })
+    }
+
     /// The source's sinks as the store's catalog records them: the name (or
     /// the position) and the URL's scheme, host and port only.
     pub fn catalog(&self) -> Vec<ankusa_store::sinks::SinkEntry> {
@@ -736,14 +755,19 @@ impl Settings {
                 path.display()
             )));
         }
+        // Every source, the archive and the admin section are checked even
+        // after one fails, and all their errors are reported together (a
+        // syntax or type error stops the parse before this, at the first).
+        let mut errors = Vec::new();
         let mut ids = HashSet::new();
         let mut sources = Vec::with_capacity(cfg.sources.len());
         for spanned in cfg.sources {
             let span = spanned.span();
             let s = spanned.into_inner();
-            sources.push(
-                check_source(s, &mut ids, cfg.http.max_body.0).map_err(|m| err(span.clone(), m))?,
-            );
+            match check_source(s, &mut ids, cfg.http.max_body.0) {
+                Ok(s) => sources.push(s),
+                Err(m) => errors.push(err(span.clone(), m)),
+            }
         }
         let store_path = if cfg.store.path.is_absolute() {
             cfg.store.path
@@ -751,10 +775,24 @@ impl Settings {
             base.join(cfg.store.path)
         };
         let archive = match &cfg.archive {
-            Some(a) => check_archive(a.get_ref(), base).map_err(|m| err(a.span(), m))?,
-            None => check_archive(&ArchiveSection::default(), base).map_err(ConfigError)?,
+            Some(a) => check_archive(a.get_ref(), base).map_err(|m| err(a.span(), m)),
+            None => check_archive(&ArchiveSection::default(), base).map_err(ConfigError),
         };
-        let admin = check_admin(cfg.admin, text, path)?;
+        let admin = check_admin(cfg.admin, text, path);
+        let (archive, admin) = match (archive, admin) {
+            (Ok(a), Ok(b)) if errors.is_empty() => (a, b),
+            (a, b) => {
+                errors.extend(a.err());
+                errors.extend(b.err());
+                return Err(ConfigError(
+                    errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ));
+            }
+        };
         let w = cfg.writer;
         let dispatch = cfg.dispatch.settings();
         Ok(Settings {
@@ -787,15 +825,6 @@ impl Settings {
             admin,
             sources,
         })
-    }
-
-    /// The largest body any source accepts: the HTTP layer's hard cap.
-    pub fn largest_body(&self) -> usize {
-        self.sources
-            .iter()
-            .map(|s| s.max_body)
-            .max()
-            .unwrap_or(self.max_body)
     }
 }
 
@@ -1250,6 +1279,20 @@ url = "http://127.0.0.1:9000/hooks"
         );
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("exclusive") && e.contains("at line 5:"), "{e}");
+    }
+
+    #[test]
+    fn every_source_error_is_reported_not_only_the_first() {
+        let text = format!(
+            "{}\n[[sources]]\nid = \"blog\"\ntenant = \"a\"\ntenant_header = \"x-t\"\n[[sources.sinks]]\nurl = \"http://x/\"\n",
+            MINIMAL.replace(
+                "id = \"shop\"",
+                "id = \"shop\"\ntenant = \"a\"\ntenant_header = \"x-tenant\""
+            )
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert_eq!(e.matches("exclusive").count(), 2, "{e}");
+        assert!(e.contains("at line 5:") && e.contains("at line 12:"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,6 @@
 //! - Deliveries are not synced commits: losing one in a crash only means
 //!   the row is delivered again, which the at-least-once contract allows.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,9 +30,10 @@ use ankusa_store::{queries, transitions, Batch, HookId, InflightRow, Store, Stor
 use base64::Engine as _;
 use hmac::Mac as _;
 
-use super::config::{SinkConfig, Source};
+use super::config::SinkConfig;
 use super::metrics::Metrics;
 use super::recorder::{RecordError, Recorder};
+use super::reload::{Live, SinkHandle};
 use super::SharedClock;
 
 /// Headers from the stored request that are never forwarded: they describe
@@ -154,7 +154,8 @@ pub struct Deliverer {
     store: Arc<Store>,
     clock: SharedClock,
     metrics: Arc<Metrics>,
-    sources: HashMap<String, Arc<Source>>,
+    /// The sinks in force; an attempt keeps the sink it looked up.
+    live: Arc<Live>,
     /// Commits outcomes in groups, off the runtime's workers.
     recorder: Recorder,
 }
@@ -164,7 +165,7 @@ impl Deliverer {
         store: Arc<Store>,
         clock: SharedClock,
         metrics: Arc<Metrics>,
-        sources: &[Source],
+        live: Arc<Live>,
         per_sink: usize,
         recorder: Recorder,
     ) -> Result<Self, reqwest::Error> {
@@ -176,23 +177,19 @@ impl Deliverer {
             .pool_idle_timeout(Duration::from_secs(90))
             .user_agent(concat!("ankusa/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        let sources = sources
-            .iter()
-            .map(|s| (s.id.clone(), Arc::new(s.clone())))
-            .collect();
         Ok(Self {
             client,
             store,
             clock,
             metrics,
-            sources,
+            live,
             recorder,
         })
     }
 
     /// The sink a row is owed to, if the configuration still has it.
-    pub fn sink_of(&self, source_id: &str, sink: u16) -> Option<&SinkConfig> {
-        self.sources.get(source_id)?.sinks.get(usize::from(sink))
+    pub fn sink_of(&self, source_id: &str, sink: u16) -> Option<SinkHandle> {
+        self.live.current().sink(source_id, sink)
     }
 
     /// One attempt of `row`, and the transition it leads to.
@@ -218,6 +215,11 @@ impl Deliverer {
         let env = queries::hook(&self.store, row.seq)?;
         let mut drow = queries::delivery(&self.store, row.seq, row.sink)?
             .unwrap_or_else(|| DeliveryRow::new(row.ord, row.size));
+        // One lookup for the attempt and its retry policy: a reload in
+        // between does not mix two configurations in one attempt.
+        let sink = env
+            .as_ref()
+            .and_then(|e| self.sink_of(&e.source_id, row.sink));
         let (verdict, source_id) = match &env {
             None => (
                 Verdict::Permanent {
@@ -226,7 +228,7 @@ impl Deliverer {
                 },
                 String::new(),
             ),
-            Some(env) => match self.sink_of(&env.source_id, row.sink) {
+            Some(env) => match &sink {
                 None => (
                     Verdict::Permanent {
                         status: 0,
@@ -284,9 +286,6 @@ impl Deliverer {
             .attempts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock.now_ms();
-        let sink = env
-            .as_ref()
-            .and_then(|e| self.sink_of(&e.source_id, row.sink));
         let mut b = Batch::new();
         let ended = match verdict {
             Verdict::Delivered { .. } => {
@@ -299,7 +298,7 @@ impl Deliverer {
                 retry_after,
             } => {
                 drow.record(now, status, &error);
-                match sink {
+                match &sink {
                     // Attempts count across replays (the history stays
                     // honest); each replay grants a new round of
                     // `max_attempts`, so the budget is per round.
@@ -467,6 +466,7 @@ mod tests {
             signing_secret: None,
             signing_key: None,
             breaker: None,
+            retired: false,
         }
     }
 

@@ -11,7 +11,8 @@ use axum::Router;
 use super::batch;
 use super::ingest::{self, AppState};
 
-/// The ingest router. `largest_body` is the hard cap on any body.
+/// The ingest router. `largest_body` (`http.max_body`) is the hard cap on
+/// any body; each source's own limit is checked by the handler.
 pub fn router(state: Arc<AppState>, largest_body: usize, metrics: bool) -> Router {
     let mut r = Router::new()
         .route("/v1/sources/{source}/hooks", post(ingest::ingest))

@@ -20,7 +20,6 @@
 //! - Every answer carries `x-request-id`; the same id is on every log line
 //!   of the request.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,7 +48,9 @@ pub const MAX_KEPT_HEADER: usize = 8192;
 
 /// What every handler shares.
 pub struct AppState {
-    pub sources: HashMap<String, Arc<Source>>,
+    /// The sources in force; each request keeps the one it looked up
+    /// (a reload swaps the set, never a request's source under it).
+    pub live: Arc<super::reload::Live>,
     pub writer: WriterHandle,
     pub metrics: Arc<Metrics>,
     pub clock: SharedClock,
@@ -327,14 +328,15 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
         headers: admitted.headers,
         body: body.to_vec(),
     };
-    // Config allows at most 64 sinks, so this never saturates.
-    let sinks = u16::try_from(admitted.source.sinks.len()).unwrap_or(u16::MAX);
-    let rx = app.writer.submit(envelope, sinks).map_err(|e| {
-        refuse(match e {
-            SubmitError::Full => Outcome::QueueFull,
-            SubmitError::Closed => Outcome::ShuttingDown,
-        })
-    })?;
+    let rx = app
+        .writer
+        .submit(envelope, admitted.source.ingest_sinks())
+        .map_err(|e| {
+            refuse(match e {
+                SubmitError::Full => Outcome::QueueFull,
+                SubmitError::Closed => Outcome::ShuttingDown,
+            })
+        })?;
     match rx.await {
         Ok(WriteOutcome::Accepted(id)) => Ok((Outcome::Accepted, id, admitted.tenant)),
         Ok(WriteOutcome::Duplicate(id)) => Ok((Outcome::Duplicate, id, admitted.tenant)),
@@ -387,8 +389,9 @@ pub(super) fn admit_source(
     h: &HeaderMap,
 ) -> Result<Arc<Source>, Outcome> {
     let source = app
-        .sources
-        .get(source_id)
+        .live
+        .current()
+        .source(source_id)
         .cloned()
         .ok_or(Outcome::SourceUnknown)?;
     unambiguous(&source, h)?;
@@ -494,7 +497,8 @@ pub(super) async fn read_body(
         Ok(Err(_)) => return Err(Outcome::BodyUnreadable),
         Ok(Ok(b)) => b,
     };
-    // The router's limit is the largest of all sources; this one's may be lower.
+    // The router's limit is `http.max_body`, which bounds every source's
+    // (so a reload can raise a source's up to it); this one's may be lower.
     if body.len() > max {
         return Err(Outcome::BodyTooLarge);
     }

@@ -9,6 +9,7 @@
 //!
 //! This crate owns the daemon's lifecycle; the pieces live in:
 //! - [`config`]: the TOML file, its defaults and ranges, and [`Settings`].
+//! - [`reload`]: the live part of the configuration and its reloads.
 //! - [`ingest`]: the HTTP ingest API and its refusals.
 //! - [`writer`]: the one task that writes hooks, in synced group commits.
 //! - [`signature`]: Standard Webhooks verification and token digests.
@@ -45,6 +46,11 @@
 //! - A store that stops taking writes (out of descriptors, a full disk)
 //!   is recovered in place by [`health::recover_loop`], which runs from the
 //!   start to the signal; `/healthz` is not ready meanwhile.
+//! - Reloads ([`reload`]): SIGHUP is handled from before the `listening on`
+//!   line (its default action would end the process) to the signal; it and
+//!   the admin API's `config:reload` apply the re-read file whole, swapping
+//!   what ingest, dispatch, delivery and the admin API read at their next
+//!   request, tick or attempt, or change nothing.
 //! - The admin API ([`admin`]) is bound (socket, and TCP when configured)
 //!   before the `listening on` line, resumes the jobs the last run left,
 //!   and stops with the signal; its jobs stop between chunks and resume at
@@ -70,12 +76,12 @@ mod notify;
 mod open_files;
 mod outcome;
 mod recorder;
+mod reload;
 pub mod signature;
 mod sink_health;
 mod sink_room;
 mod writer;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -98,8 +104,10 @@ use writer::{Writer, WriterHandle};
 
 type Result<T> = std::result::Result<T, DaemonError>;
 
-/// `ankusa serve --config FILE`.
-pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
+/// The configuration file a command means: `--config` (or
+/// `ANKUSA_CONFIG`), else `./ankusa.toml`; an error that says what to do
+/// when there is none.
+pub fn config_path(config: Option<PathBuf>) -> Result<PathBuf> {
     let path = match config {
         Some(p) => p,
         None => {
@@ -121,6 +129,12 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
             path.display()
         )));
     }
+    Ok(path)
+}
+
+/// `ankusa serve --config FILE`.
+pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
+    let path = config_path(config)?;
     let settings = Settings::load(&path)?;
     let budget = open_files::raise(&settings).map_err(DaemonError::OpenFiles)?;
     tracing::info!(
@@ -334,24 +348,29 @@ impl Daemon {
         let writer_thread = writer
             .spawn()
             .map_err(DaemonError::io("cannot start the writer thread"))?;
+        let live = Arc::new(reload::Live::new(&settings));
         let dispatcher = if settings.dispatch.enabled {
-            Some(dispatch::Dispatcher::new(
+            Some(dispatch::Dispatcher::with_live(
                 store.clone(),
                 clock.clone(),
                 &settings,
                 metrics.clone(),
+                live.clone(),
             )?)
         } else {
             None
         };
-        let sources = settings
-            .sources
-            .iter()
-            .map(|s| (s.id.clone(), Arc::new(s.clone())))
-            .collect::<HashMap<_, _>>();
+        let reloader = Arc::new(reload::Reloader::new(
+            live.clone(),
+            store.clone(),
+            metrics.clone(),
+            clock.clone(),
+            settings.clone(),
+            announce,
+        ));
         let clock_for_archive = clock.clone();
         let state = Arc::new(ingest::AppState {
-            sources,
+            live: live.clone(),
             writer: handle,
             metrics: metrics.clone(),
             clock,
@@ -359,7 +378,7 @@ impl Daemon {
             body_timeout: settings.body_timeout,
             store: store.clone(),
         });
-        let app = http::router(state, settings.largest_body(), settings.metrics);
+        let app = http::router(state, settings.max_body, settings.metrics);
         let addr: SocketAddr = listener
             .local_addr()
             .map_err(DaemonError::io("cannot read the bound address"))?;
@@ -367,7 +386,7 @@ impl Daemon {
         let node_history = Arc::new(history::History::default());
         let admin_state = Arc::new(admin::AdminState {
             store: store.clone(),
-            settings: settings.admin.clone(),
+            reloader: reloader.clone(),
             clock: clock_for_archive.clone(),
             metrics: metrics.clone(),
             jobs: jobs.clone(),
@@ -394,6 +413,9 @@ impl Daemon {
         };
         let admin_tcp_addr = admin_tcp.as_ref().and_then(|l| l.local_addr().ok());
         admin::resume(&admin_state).map_err(DaemonError::Resume)?;
+        // Before the `listening on` line: SIGHUP's default action ends the
+        // process, and a reload may follow the start at once.
+        let hup = reload::hangups().map_err(DaemonError::io("cannot handle SIGHUP"))?;
         if announce {
             // Before the `listening on` line, which scripts wait for.
             if let Some(a) = admin_tcp_addr {
@@ -411,6 +433,7 @@ impl Daemon {
             }
             let _ = stop_tx.send(true);
         });
+        let hangups = tokio::spawn(reload::on_sighup(reloader.clone(), hup, stop_rx.clone()));
         let recovery = tokio::spawn(health::recover_loop(
             store.clone(),
             metrics.clone(),
@@ -513,9 +536,7 @@ impl Daemon {
         if let Some(a) = archiver {
             a.shutdown().await;
         }
-        if let Some(b) = breakers {
-            let _ = b.await;
-        }
+        let _ = breakers.await;
         let _ = sampler.await;
         for srv in admin_servers {
             if tokio::time::timeout(admin::SHUTDOWN_GRACE, srv)
@@ -527,6 +548,7 @@ impl Daemon {
         }
         admin_state.jobs.shutdown().await;
         let _ = recovery.await;
+        let _ = hangups.await;
         if settings.admin.socket {
             let _ = std::fs::remove_file(ankusa_ops::socket_path(&settings.store_path));
         }

@@ -35,3 +35,21 @@ pub fn stopping() {
         ],
     );
 }
+
+/// A configuration reload has begun (`READY=1` follows when it ends,
+/// applied or refused).
+pub fn reloading() {
+    // systemd 253 and later fail a reload whose RELOADING=1 comes without
+    // the monotonic time it started at.
+    match NotifyState::monotonic_usec_now() {
+        Ok(at) => send(
+            "the daemon is reloading",
+            &[
+                NotifyState::Reloading,
+                at,
+                NotifyState::Status("reloading the configuration"),
+            ],
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot read the monotonic clock for systemd"),
+    }
+}

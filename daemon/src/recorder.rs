@@ -120,7 +120,7 @@ fn next_group(rx: &mpsc::Receiver<Pending>) -> Option<(Batch, Vec<Answer>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_store::transitions::{self, IngestHook};
+    use ankusa_store::transitions::{self, IngestHook, SinkSet};
     use ankusa_store::{queries, Envelope};
 
     /// `n` hooks of tenant 1 ingested and claimed; returns the claimed rows.
@@ -141,7 +141,7 @@ mod tests {
                     seq,
                     ord: 1,
                     envelope: &env,
-                    sinks: 1,
+                    sinks: SinkSet::first(1),
                     archive: false,
                     dedupe_expires_at: None,
                 },

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use ankusa_ops::model::SinkHealth;
 
@@ -79,28 +79,52 @@ pub struct Attempt<'a> {
     pub error: Option<&'a str>,
 }
 
-/// Every configured sink's health.
+type StatsMap = HashMap<(String, u16), Arc<Mutex<Stats>>>;
+
+/// Every configured sink's health. A reload replaces the set
+/// ([`SinkBoard::reconfigure`]); a sink it keeps keeps its figures.
 #[derive(Debug, Default)]
 pub struct SinkBoard {
-    sinks: HashMap<(String, u16), Mutex<Stats>>,
+    sinks: RwLock<Arc<StatsMap>>,
+}
+
+fn stats_map<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>, old: &StatsMap) -> StatsMap {
+    let mut map = HashMap::new();
+    for (source, n) in sinks {
+        for i in 0..n {
+            let key = (source.to_owned(), u16::try_from(i).unwrap_or(u16::MAX));
+            let stats = old.get(&key).cloned().unwrap_or_default();
+            map.insert(key, stats);
+        }
+    }
+    map
 }
 
 impl SinkBoard {
     /// A board for exactly these sinks (source id, sink count).
     pub fn new<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>) -> SinkBoard {
-        let mut map = HashMap::new();
-        for (source, n) in sinks {
-            for i in 0..n {
-                let i = u16::try_from(i).unwrap_or(u16::MAX);
-                map.insert((source.to_owned(), i), Mutex::new(Stats::default()));
-            }
+        SinkBoard {
+            sinks: RwLock::new(Arc::new(stats_map(sinks, &HashMap::new()))),
         }
-        SinkBoard { sinks: map }
+    }
+
+    /// The board of a reloaded configuration (source id, sink count).
+    pub fn reconfigure<'a>(&self, sinks: impl IntoIterator<Item = (&'a str, usize)>) {
+        let next = stats_map(sinks, &self.sinks());
+        *self.sinks.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+    }
+
+    fn sinks(&self) -> Arc<StatsMap> {
+        self.sinks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn with<T>(&self, source: &str, sink: u16, f: impl FnOnce(&mut Stats) -> T) -> Option<T> {
-        let m = self.sinks.get(&(source.to_owned(), sink))?;
-        let mut s = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map = self.sinks();
+        let m = map.get(&(source.to_owned(), sink))?;
+        let mut s = m.lock().unwrap_or_else(PoisonError::into_inner);
         Some(f(&mut s))
     }
 
@@ -172,7 +196,8 @@ impl SinkBoard {
     /// Prometheus series, labelled by source and sink position: bounded by
     /// the configuration.
     pub fn render(&self, out: &mut String) {
-        let mut keys: Vec<&(String, u16)> = self.sinks.keys().collect();
+        let map = self.sinks();
+        let mut keys: Vec<&(String, u16)> = map.keys().collect();
         keys.sort();
         let snap: Vec<_> = keys
             .iter()

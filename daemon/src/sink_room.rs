@@ -64,6 +64,46 @@ impl SinkMap {
         m
     }
 
+    /// The map of a reloaded configuration (each source's id, number of
+    /// sinks and weight). A source keeps its index, which the in-flight
+    /// counts and the scheduler's groups are keyed by; a new source takes
+    /// the next one; a removed one keeps its index with no sinks, so that no
+    /// index is ever given to another source.
+    pub fn reconfigured<'s>(
+        &self,
+        sources: impl IntoIterator<Item = (&'s str, usize, u32)>,
+    ) -> SinkMap {
+        let mut m = SinkMap {
+            index: self.index.clone(),
+            by_position: Vec::new(),
+            weights: vec![1; self.weights.len()],
+        };
+        let mut next = u32::try_from(self.index.len()).unwrap_or(u32::MAX);
+        for (id, sinks, w) in sources {
+            let i = match m.index.get(id) {
+                Some(&i) => i,
+                None => {
+                    let i = next;
+                    next = next.saturating_add(1);
+                    m.index.insert(id.to_owned(), i);
+                    i
+                }
+            };
+            let at = i as usize;
+            if m.weights.len() <= at {
+                m.weights.resize(at + 1, 1);
+            }
+            m.weights[at] = w.max(1);
+            for p in 0..sinks {
+                if m.by_position.len() <= p {
+                    m.by_position.resize_with(p + 1, Vec::new);
+                }
+                m.by_position[p].push(i);
+            }
+        }
+        m
+    }
+
     /// The weight of source `source` (by index) among the sources: 1 for a
     /// source without one, or one that is not configured.
     pub fn weight(&self, source: u32) -> u32 {

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
+use ankusa_store::transitions::{self, IngestHook, SinkSet};
 use ankusa_store::{dedupe, queries, Batch, Envelope, HookId, Store, StoreError};
 use tokio::sync::oneshot;
 
@@ -81,7 +81,7 @@ pub enum SubmitError {
 #[derive(Debug)]
 pub struct Submission {
     pub entries: Vec<Envelope>,
-    pub sinks: u16,
+    pub sinks: SinkSet,
     enqueued: Instant,
     charged: usize,
     reply: Reply,
@@ -114,7 +114,7 @@ impl WriterHandle {
     pub fn submit(
         &self,
         envelope: Envelope,
-        sinks: u16,
+        sinks: SinkSet,
     ) -> Result<oneshot::Receiver<WriteOutcome>, SubmitError> {
         let (reply, rx) = oneshot::channel();
         self.enqueue(vec![envelope], sinks, Reply::One(reply))?;
@@ -127,14 +127,19 @@ impl WriterHandle {
     pub fn submit_all(
         &self,
         entries: Vec<Envelope>,
-        sinks: u16,
+        sinks: SinkSet,
     ) -> Result<oneshot::Receiver<Vec<WriteOutcome>>, SubmitError> {
         let (reply, rx) = oneshot::channel();
         self.enqueue(entries, sinks, Reply::All(reply))?;
         Ok(rx)
     }
 
-    fn enqueue(&self, entries: Vec<Envelope>, sinks: u16, reply: Reply) -> Result<(), SubmitError> {
+    fn enqueue(
+        &self,
+        entries: Vec<Envelope>,
+        sinks: SinkSet,
+        reply: Reply,
+    ) -> Result<(), SubmitError> {
         let charged = entries
             .iter()
             .map(|e| e.body.len().saturating_add(JOB_OVERHEAD))
@@ -290,7 +295,7 @@ impl Writer {
 
     /// Resolves, writes and commits one batch, then answers every job.
     pub fn write(&mut self, jobs: Vec<Submission>) {
-        let envs: Vec<(&Envelope, u16)> = jobs
+        let envs: Vec<(&Envelope, SinkSet)> = jobs
             .iter()
             .flat_map(|j| j.entries.iter().map(move |e| (e, j.sinks)))
             .collect();
@@ -336,7 +341,7 @@ impl Writer {
         Ok(())
     }
 
-    fn commit(&mut self, jobs: &[(&Envelope, u16)]) -> Vec<WriteOutcome> {
+    fn commit(&mut self, jobs: &[(&Envelope, SinkSet)]) -> Vec<WriteOutcome> {
         if let Err(e) = self.reload_if_stale() {
             tracing::error!(error = %e, jobs = jobs.len(), "cannot reload the sequence; batch refused");
             self.metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
@@ -566,7 +571,7 @@ mod tests {
     fn one_batch(r: &mut Rig, envs: Vec<Envelope>) -> Vec<WriteOutcome> {
         let rxs: Vec<_> = envs
             .into_iter()
-            .map(|e| r.handle.submit(e, 2).unwrap())
+            .map(|e| r.handle.submit(e, SinkSet::first(2)).unwrap())
             .collect();
         let jobs = r.writer.drain();
         r.writer.write(jobs);
@@ -728,10 +733,12 @@ mod tests {
         let mut s = settings();
         s.queue = 2;
         let r = rig(s);
-        assert!(r.handle.submit(env("a", None), 1).is_ok());
-        assert!(r.handle.submit(env("a", None), 1).is_ok());
+        assert!(r.handle.submit(env("a", None), SinkSet::first(1)).is_ok());
+        assert!(r.handle.submit(env("a", None), SinkSet::first(1)).is_ok());
         assert_eq!(
-            r.handle.submit(env("a", None), 1).unwrap_err(),
+            r.handle
+                .submit(env("a", None), SinkSet::first(1))
+                .unwrap_err(),
             SubmitError::Full
         );
 
@@ -741,11 +748,13 @@ mod tests {
         let mut big = env("a", None);
         big.body = vec![0; 1800];
         assert!(
-            r.handle.submit(big.clone(), 1).is_ok(),
+            r.handle.submit(big.clone(), SinkSet::first(1)).is_ok(),
             "an empty queue admits any one job"
         );
         assert_eq!(
-            r.handle.submit(env("a", None), 1).unwrap_err(),
+            r.handle
+                .submit(env("a", None), SinkSet::first(1))
+                .unwrap_err(),
             SubmitError::Full
         );
     }
@@ -763,7 +772,7 @@ mod tests {
                 Arc::new(Metrics::default()),
             )
             .unwrap();
-            let rx = h.submit(env("a", None), 1).unwrap();
+            let rx = h.submit(env("a", None), SinkSet::first(1)).unwrap();
             let jobs = w.drain();
             w.write(jobs);
             assert_eq!(
@@ -835,7 +844,7 @@ mod tests {
                         e.body = format!("{{\"n\":{n}}}").into_bytes();
                         // A full queue refuses at once (its own test); the
                         // rest go on.
-                        match r.handle.submit(e.clone(), 1) {
+                        match r.handle.submit(e.clone(), SinkSet::first(1)) {
                             Ok(rx) => queued.push((e, rx)),
                             Err(err) => prop_assert_eq!(err, SubmitError::Full),
                         }

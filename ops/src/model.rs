@@ -626,3 +626,40 @@ pub struct Restored {
     /// backup's, so no id the lost store minted after it is minted again.
     pub next_seq: u64,
 }
+
+/// One difference between the daemon's configuration and a new file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigChange {
+    /// `added`, `removed` or `changed`.
+    pub kind: String,
+    /// `source`, `sink`, `admin token` or `admin`.
+    pub what: String,
+    /// The source id, `SOURCE/NAME` of a sink, or the token's name.
+    pub name: String,
+    /// What changed in it (secrets are named, never shown).
+    #[serde(default)]
+    pub details: Vec<String>,
+}
+
+/// `POST /v1/admin/config:reload` (applied) and `config:check` (not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadReport {
+    pub applied: bool,
+    /// The daemon's configuration file (the one a reload re-reads).
+    pub file: String,
+    /// The configuration's generation in force after the call: 0 at boot,
+    /// one more per applied reload.
+    pub generation: u64,
+    pub changes: Vec<ConfigChange>,
+}
+
+/// `POST /v1/admin/config:check`: a candidate file, compared with the
+/// daemon's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigCheckRequest {
+    /// The file's text.
+    pub text: String,
+}

@@ -295,7 +295,7 @@ fn dead_row_of(store: &Store, seq: u64, sink: u16) -> Result<Option<DeadRow>, St
 mod tests {
     use super::*;
     use ankusa_store::tenants::TenantAllocator;
-    use ankusa_store::transitions::IngestHook;
+    use ankusa_store::transitions::{IngestHook, SinkSet};
     use ankusa_store::values::DeliveryRow;
     use ankusa_store::{Envelope, Field};
 
@@ -324,7 +324,7 @@ mod tests {
                     seq,
                     ord,
                     envelope: &env,
-                    sinks: 1,
+                    sinks: SinkSet::first(1),
                     archive: false,
                     dedupe_expires_at: None,
                 },
@@ -374,7 +374,7 @@ mod tests {
                 seq,
                 ord,
                 envelope: &env,
-                sinks: 2,
+                sinks: SinkSet::first(2),
                 archive: false,
                 dedupe_expires_at: None,
             },

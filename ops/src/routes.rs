@@ -38,6 +38,10 @@ pub const BACKUP: &str = "/v1/admin/node/backup";
 pub const HISTORY: &str = "/v1/admin/history";
 /// `GET`: the node's sinks.
 pub const SINKS: &str = "/v1/admin/sinks";
+/// `POST`: re-read the daemon's configuration file and apply it (admin).
+pub const CONFIG_RELOAD: &str = "/v1/admin/config:reload";
+/// `POST`: what a candidate file would change, applying nothing (admin).
+pub const CONFIG_CHECK: &str = "/v1/admin/config:check";
 /// `GET`: Prometheus metrics (admin).
 pub const METRICS: &str = "/metrics";
 

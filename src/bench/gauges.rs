@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ankusa_store::fixture::Rng;
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
+use ankusa_store::transitions::{self, IngestHook, SinkSet};
 use ankusa_store::values::DeliveryRow;
 use ankusa_store::{queries, Batch, Envelope, Store};
 use color_eyre::eyre::Result;
@@ -175,7 +175,7 @@ pub(crate) fn build(store: &Store, rows: u64, tenants: u32, now: u64, rng: &mut 
                     seq,
                     ord,
                     envelope: env,
-                    sinks: 1,
+                    sinks: SinkSet::first(1),
                     archive: false,
                     dedupe_expires_at: None,
                 },
@@ -319,7 +319,7 @@ fn merging_writer(
                     seq,
                     ord,
                     envelope: &env,
-                    sinks: 1,
+                    sinks: SinkSet::first(1),
                     archive: false,
                     dedupe_expires_at: None,
                 },

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, IngestHook};
+use ankusa_store::transitions::{self, IngestHook, SinkSet};
 use ankusa_store::{Batch, Envelope, Store};
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde::Serialize;
@@ -970,7 +970,7 @@ impl<'a> RawWriter<'a> {
                         seq: self.seq,
                         ord,
                         envelope: e,
-                        sinks: 1,
+                        sinks: SinkSet::first(1),
                         archive: false,
                         dedupe_expires_at: None,
                     },

@@ -2,6 +2,7 @@
 //! depend on them) and dispatch.
 
 mod backend;
+mod config_cmd;
 mod dlq_cmd;
 mod fleet_cmd;
 mod migrate_cmd;
@@ -51,6 +52,10 @@ pub enum Command {
     /// Self-asserting benchmarks (exit 1 when the assertion fails).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The configuration file: check it (and what a reload would change on
+    /// the daemon serving its store), or reload it without a restart.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Run the daemon: accept webhooks over HTTP and commit them durably
     /// (docs/configuration.md, docs/delivery.md).
     Serve {
@@ -400,6 +405,37 @@ pub struct SinkScope {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check the file (every key, its range, with file, line and key on an
+    /// error; no store or port is touched), then, when a daemon serves its
+    /// store, print what a reload would change, or why it would be refused
+    /// (exit 1).
+    Check {
+        /// Configuration file (default: ./ankusa.toml).
+        #[arg(long, value_name = "FILE", env = "ANKUSA_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the daemon serving the file's store re-read it and apply it,
+    /// whole or not at all (as SIGHUP does), and print the changes.
+    Reload {
+        /// Configuration file (default: ./ankusa.toml); the daemon re-reads
+        /// its own file, which should be this one.
+        #[arg(long, value_name = "FILE", env = "ANKUSA_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum NodeCommand {
     /// Start draining: `/healthz` answers 503 so the load balancer stops
     /// sending; the node delivers what it holds. `--wait` returns when it
@@ -672,6 +708,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Dlq(c) => dlq_cmd::run(c),
         Command::Sinks(c) => pause_cmd::sinks(c),
         Command::Node(c) => node_cmd::run(c),
+        Command::Config(c) => config_cmd::run(c),
         Command::Bench(BenchCommand::Gauges { quick, json, dir }) => {
             crate::bench::gauges::run(quick, json, dir)
         }

@@ -103,7 +103,7 @@ mod tests {
                 headers: vec![],
                 body: vec![1],
             },
-            sinks: 2,
+            sinks: crate::transitions::SinkSet::first(2),
             archive: false,
         }
     }

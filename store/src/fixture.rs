@@ -16,7 +16,7 @@ use crate::queries;
 use crate::rows::DueRow;
 use crate::store::Store;
 use crate::tenants::{TenantAllocator, DEFAULT_TENANT};
-use crate::transitions::{self, IngestHook};
+use crate::transitions::{self, IngestHook, SinkSet};
 use crate::values::{DeliveryRow, Envelope};
 
 /// Name of the tenant whose rows are all dead.
@@ -100,12 +100,12 @@ enum Fate {
     Delivered,
 }
 
-/// One hook for [`ingest`]: its envelope, its sink count, and whether it
-/// owes an archive copy.
+/// One hook for [`ingest`]: its envelope, the sink positions it owes rows
+/// to, and whether it owes an archive copy.
 #[derive(Debug, Clone)]
 pub struct Hook {
     pub envelope: Envelope,
-    pub sinks: u16,
+    pub sinks: SinkSet,
     pub archive: bool,
 }
 
@@ -251,7 +251,7 @@ pub fn write(
                     seq: *hseq,
                     ord,
                     envelope: env,
-                    sinks: *sinks,
+                    sinks: SinkSet::first(*sinks),
                     archive,
                     dedupe_expires_at: Some(spec.now + 86_400_000),
                 },

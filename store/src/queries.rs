@@ -963,7 +963,7 @@ pub fn due_window_counts(
 mod tests {
     use super::*;
     use crate::batch::Batch;
-    use crate::transitions::{self, IngestHook};
+    use crate::transitions::{self, IngestHook, SinkSet};
 
     fn ingest(store: &Store, seq: u64, archive: bool) {
         let env = Envelope {
@@ -981,7 +981,7 @@ mod tests {
                 seq,
                 ord: 1,
                 envelope: &env,
-                sinks: 1,
+                sinks: SinkSet::first(1),
                 archive,
                 dedupe_expires_at: None,
             },
@@ -1078,7 +1078,7 @@ mod tests {
                     seq: i as u64 + 1,
                     ord,
                     envelope: &env,
-                    sinks: 1,
+                    sinks: SinkSet::first(1),
                     archive: false,
                     dedupe_expires_at: None,
                 },

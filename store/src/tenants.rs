@@ -483,7 +483,7 @@ pub fn by_prefix(
 #[cfg(test)]
 mod console_query_tests {
     use super::*;
-    use crate::transitions::{self, IngestHook};
+    use crate::transitions::{self, IngestHook, SinkSet};
     use crate::values::Envelope;
 
     fn store_with(rows: &[(&str, u64)]) -> (tempfile::TempDir, Store) {
@@ -509,7 +509,7 @@ mod console_query_tests {
                     seq: i as u64 + 1,
                     ord: res.ord(t, DEFAULT_MAX).expect("ord"),
                     envelope: &env,
-                    sinks: 1,
+                    sinks: SinkSet::first(1),
                     archive: false,
                     dedupe_expires_at: None,
                 },

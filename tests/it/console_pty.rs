@@ -305,7 +305,7 @@ fn follow_mode_sees_rows_a_running_writer_adds() {
                     headers: vec![],
                     body: b"{}".to_vec(),
                 },
-                sinks: 1,
+                sinks: ankusa_store::transitions::SinkSet::first(1),
                 archive: false,
             })
             .collect();

@@ -714,7 +714,7 @@ fn a_config_error_names_the_file_line_and_key_and_exits_2() {
 #[test]
 fn boot_returns_inflight_rows_to_due() {
     use ankusa_store::tenants::TenantAllocator;
-    use ankusa_store::transitions::{self, IngestHook};
+    use ankusa_store::transitions::{self, IngestHook, SinkSet};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     {
@@ -738,7 +738,7 @@ fn boot_returns_inflight_rows_to_due() {
                 seq,
                 ord: res.ord("acme", 10).unwrap(),
                 envelope: &env,
-                sinks: 2,
+                sinks: SinkSet::first(2),
                 archive: false,
                 dedupe_expires_at: None,
             },

@@ -122,7 +122,8 @@ fn bash_completes_every_subcommand_and_each_command_has_a_man_page() {
 /// The `Type=notify` unit (dist/systemd/ankusa.service): with a fake
 /// `NOTIFY_SOCKET` (a unix datagram socket this test reads), the daemon
 /// sends `READY=1` once it accepts hooks (a hook posted as soon as the
-/// datagram is read is answered 202), and `STOPPING=1` on SIGTERM, then
+/// datagram is read is answered 202), `RELOADING=1` then `READY=1` around
+/// a SIGHUP reload, and `STOPPING=1` on SIGTERM, then
 /// exits 0. Without the variable the daemon sends nothing (every other
 /// test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,6 +157,24 @@ async fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
         .await
         .unwrap();
     assert_eq!(r.status(), 202, "a hook right after READY=1");
+    // `systemctl reload` (ExecReload= sends SIGHUP): RELOADING=1 with the
+    // monotonic time systemd 253 wants, then READY=1 again.
+    nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGHUP).unwrap();
+    let n = sock.recv(&mut buf).expect("RELOADING=1 within 60 s");
+    let reloading = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        reloading.lines().any(|l| l == "RELOADING=1"),
+        "{reloading:?}"
+    );
+    assert!(
+        reloading.lines().any(|l| l.starts_with("MONOTONIC_USEC=")),
+        "{reloading:?}"
+    );
+    let n = sock
+        .recv(&mut buf)
+        .expect("READY=1 after the reload within 60 s");
+    let again = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(again.lines().any(|l| l == "READY=1"), "{again:?}");
     nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
     let n = sock.recv(&mut buf).expect("STOPPING=1 within 60 s");
     let second = String::from_utf8_lossy(&buf[..n]).into_owned();

@@ -33,5 +33,6 @@ mod fleet_metrics;
 mod hostile;
 mod layers;
 mod pause;
+mod reload;
 mod store_damage;
 mod store_faults;

@@ -60,7 +60,7 @@ mod plan;
 mod reclaim;
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ankusa_fairness::{Config, Scheduler};
@@ -81,6 +81,7 @@ use super::delivery::{Deliverer, Ended};
 use super::error::DaemonError;
 use super::metrics::Metrics;
 use super::recorder::Recorder;
+use super::reload::Live;
 pub use super::sink_room::{SinkKey, SinkMap, SinkRoom};
 use super::{Settings, SharedClock};
 
@@ -126,8 +127,10 @@ pub struct Dispatcher {
     metrics: Arc<Metrics>,
     sched: Arc<Mutex<(Scheduler, ActiveSet)>>,
     inflight: Arc<Inflight>,
-    /// The configured sinks, for counting rows in flight per sink.
-    sinks: SinkMap,
+    /// The configured sinks, for counting rows in flight per sink, with
+    /// the generation of the live configuration they were built from.
+    sinks: Mutex<(u64, Arc<SinkMap>)>,
+    live: Arc<Live>,
     deliverer: Arc<Deliverer>,
     /// The store generation and unrecorded count the last stranded-row
     /// sweep covered.
@@ -137,11 +140,27 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
+    /// A dispatcher over `settings`' sources, which never change (the
+    /// tests'; the daemon's follows its reloads, [`Dispatcher::with_live`]).
+    #[cfg(test)]
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,
         settings: &Settings,
         metrics: Arc<Metrics>,
+    ) -> Result<Self, DaemonError> {
+        let live = Arc::new(Live::new(settings));
+        Self::with_live(store, clock, settings, metrics, live)
+    }
+
+    /// A dispatcher that follows `live`'s sources and sinks (a reload
+    /// applies at the next tick).
+    pub fn with_live(
+        store: Arc<Store>,
+        clock: SharedClock,
+        settings: &Settings,
+        metrics: Arc<Metrics>,
+        live: Arc<Live>,
     ) -> Result<Self, DaemonError> {
         let d = settings.dispatch.clone();
         let recorder = Recorder::start(store.clone())
@@ -150,7 +169,7 @@ impl Dispatcher {
             store.clone(),
             clock.clone(),
             metrics.clone(),
-            &settings.sources,
+            live.clone(),
             d.per_sink,
             recorder,
         )
@@ -176,7 +195,11 @@ impl Dispatcher {
             metrics,
             sched: Arc::new(Mutex::new((sched, ActiveSet::default()))),
             inflight: Arc::new(Inflight::default()),
-            sinks: SinkMap::new(&settings.sources),
+            sinks: Mutex::new((
+                live.current().generation,
+                Arc::new(SinkMap::new(&settings.sources)),
+            )),
+            live,
             deliverer: Arc::new(deliverer),
             swept: Mutex::new(swept),
             freed: Notify::new(),
@@ -281,6 +304,23 @@ impl Dispatcher {
             .forget_heads();
     }
 
+    /// The sinks of the live configuration, rebuilt when a reload changed
+    /// it (sources keep their indices, see [`SinkMap::reconfigured`]).
+    fn sink_map(&self) -> Arc<SinkMap> {
+        let routes = self.live.current();
+        let mut m = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.0 != routes.generation {
+            let next = m.1.reconfigured(
+                routes
+                    .order
+                    .iter()
+                    .map(|s| (s.id.as_str(), s.sinks.len(), s.weight)),
+            );
+            *m = (routes.generation, Arc::new(next));
+        }
+        m.1.clone()
+    }
+
     /// Plans, claims in one commit, cleans markers. Returns the tenants
     /// visited and the claimed rows.
     fn claim(&self) -> Result<(usize, Vec<InflightRow>), StoreError> {
@@ -292,7 +332,8 @@ impl Dispatcher {
         let paused = Paused::load(&self.store)?;
         self.note_pauses(&paused);
         let cap = u32::try_from(self.settings.per_sink).unwrap_or(u32::MAX);
-        let mut sinks = SinkRoom::new(&self.sinks, cap, self.inflight.sinks());
+        let map = self.sink_map();
+        let mut sinks = SinkRoom::new(&map, cap, self.inflight.sinks());
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
@@ -334,7 +375,7 @@ impl Dispatcher {
                 }
             }
             for (src, sink, _, row) in &probes {
-                claimed.push((transitions::claim(&mut b, row), self.sinks.key(src, *sink)));
+                claimed.push((transitions::claim(&mut b, row), map.key(src, *sink)));
             }
             // Under the same row lock and in the same commit as the claim.
             for u in &plan.bad {

@@ -9,7 +9,7 @@ use ankusa_store::queries::DueFrom;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
-use ankusa_store::transitions::IngestHook;
+use ankusa_store::transitions::{IngestHook, SinkSet};
 use ankusa_store::Envelope;
 
 fn due_at(store: &Store, seq: u64, ord: u32, at: u64) {
@@ -47,7 +47,7 @@ fn hooks_of(
                 seq,
                 ord,
                 envelope: &env,
-                sinks,
+                sinks: SinkSet::first(sinks),
                 archive: false,
                 dedupe_expires_at: None,
             },

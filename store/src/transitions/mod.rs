@@ -146,14 +146,72 @@ fn drop_delivery(b: &mut Batch, ord: u32, seq: u64, sink: u16, size: u32) {
     b.count(ord, Field::Bytes, -i64::from(size));
 }
 
-/// A hook to accept: one delivery row per sink, all due at `envelope.received_at`.
+/// The sink positions a hook owes a delivery row to: a source's first 64
+/// positions at most (the configuration's bound), as a bit set so that a
+/// hook can skip a position (a retired sink keeps its place in the list but
+/// takes no new hooks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SinkSet(u64);
+
+impl SinkSet {
+    /// Positions one hook can owe rows to at most.
+    pub const MAX: u16 = 64;
+
+    /// Positions `0..n` (`n` capped at [`SinkSet::MAX`]).
+    pub fn first(n: u16) -> SinkSet {
+        match n {
+            0 => SinkSet(0),
+            n if n >= Self::MAX => SinkSet(u64::MAX),
+            n => SinkSet((1u64 << n) - 1),
+        }
+    }
+
+    /// These positions (those past [`SinkSet::MAX`] are left out).
+    pub fn of(positions: impl IntoIterator<Item = u16>) -> SinkSet {
+        positions
+            .into_iter()
+            .fold(SinkSet(0), |set, p| match 1u64.checked_shl(u32::from(p)) {
+                Some(bit) if p < Self::MAX => SinkSet(set.0 | bit),
+                _ => set,
+            })
+    }
+
+    /// This set without position `sink` (a no-op past [`SinkSet::MAX`]).
+    pub fn without(self, sink: u16) -> SinkSet {
+        match 1u64.checked_shl(u32::from(sink)) {
+            Some(bit) if sink < Self::MAX => SinkSet(self.0 & !bit),
+            _ => self,
+        }
+    }
+
+    pub fn contains(self, sink: u16) -> bool {
+        sink < Self::MAX && self.0 & (1u64 << sink) != 0
+    }
+
+    pub fn len(self) -> u16 {
+        // At most 64: always fits.
+        self.0.count_ones() as u16
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The positions, in order.
+    pub fn iter(self) -> impl Iterator<Item = u16> {
+        (0..Self::MAX).filter(move |&s| self.contains(s))
+    }
+}
+
+/// A hook to accept: one delivery row per sink of `sinks`, all due at
+/// `envelope.received_at`.
 #[derive(Debug, Clone)]
 pub struct IngestHook<'a> {
     pub seq: u64,
     pub ord: u32,
     pub envelope: &'a Envelope,
-    /// Number of sinks; rows are numbered `0..sinks`.
-    pub sinks: u16,
+    /// The sink positions it owes rows to.
+    pub sinks: SinkSet,
     /// Whether an archive obligation is recorded.
     pub archive: bool,
     /// When the idempotency key (if the envelope has one) stops deduping.
@@ -172,9 +230,9 @@ pub fn ingest(b: &mut Batch, h: &IngestHook<'_>) -> Vec<DueRow> {
         meta::NEXT_SEQ.to_vec(),
         h.seq.saturating_add(1).to_be_bytes().to_vec(),
     );
-    b.tally(h.ord, Total::Accepted, u64::from(h.sinks));
-    let mut rows = Vec::with_capacity(h.sinks as usize);
-    for sink in 0..h.sinks {
+    b.tally(h.ord, Total::Accepted, u64::from(h.sinks.len()));
+    let mut rows = Vec::with_capacity(usize::from(h.sinks.len()));
+    for sink in h.sinks.iter() {
         b.put(
             Family::Deliveries,
             delivery_key(h.seq, sink).to_vec(),
@@ -1438,7 +1496,7 @@ mod tests {
                 seq,
                 ord: res.ord(tenant, 10).unwrap(),
                 envelope: &env,
-                sinks: 1,
+                sinks: SinkSet::first(1),
                 archive: false,
                 dedupe_expires_at: None,
             },
@@ -1474,7 +1532,7 @@ mod tests {
                 seq: 1,
                 ord: res.ord("a", 10).unwrap(),
                 envelope: &env,
-                sinks: 2,
+                sinks: SinkSet::first(2),
                 archive: false,
                 dedupe_expires_at: None,
             },

@@ -3,6 +3,7 @@
 
 use ankusa_store::fixture;
 use ankusa_store::tenants::TenantAllocator;
+use ankusa_store::transitions::SinkSet;
 use ankusa_store::{DueRow, Envelope, Store};
 
 pub fn fresh() -> (tempfile::TempDir, Store) {
@@ -29,6 +30,20 @@ pub fn ingest(
     store: &Store,
     alloc: &mut TenantAllocator,
     hooks: &[(&str, u64, usize, u16, bool)],
+) -> Vec<DueRow> {
+    let hooks: Vec<_> = hooks
+        .iter()
+        .map(|&(t, at, size, sinks, archive)| (t, at, size, SinkSet::first(sinks), archive))
+        .collect();
+    ingest_to(store, alloc, &hooks)
+}
+
+/// [`ingest`] with the sink positions of each hook (some may be skipped, as
+/// a retired sink is).
+pub fn ingest_to(
+    store: &Store,
+    alloc: &mut TenantAllocator,
+    hooks: &[(&str, u64, usize, SinkSet, bool)],
 ) -> Vec<DueRow> {
     let hooks: Vec<fixture::Hook> = hooks
         .iter()

@@ -9,7 +9,7 @@ use crate::common::*;
 use ankusa_store::check::Mismatch;
 use ankusa_store::fixture;
 use ankusa_store::tenants::TenantAllocator;
-use ankusa_store::transitions::{self, PurgeKinds, UnparkCursor};
+use ankusa_store::transitions::{self, PurgeKinds, SinkSet, UnparkCursor};
 use ankusa_store::values::DeliveryRow;
 use ankusa_store::{keys, queries, repair, waiting, Batch, DueRow, Store};
 
@@ -37,7 +37,7 @@ fn post(
             envelope.source_id = source.into();
             fixture::Hook {
                 envelope,
-                sinks: if source == "shop" { 2 } else { 1 },
+                sinks: SinkSet::first(if source == "shop" { 2 } else { 1 }),
                 archive: false,
             }
         })

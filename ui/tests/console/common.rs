@@ -150,7 +150,7 @@ pub fn ingest(store: &Store, tenant: &str, n: u64, at: impl Fn(u64) -> u64) {
                 headers: vec![("content-type".into(), b"application/json".to_vec())],
                 body: br#"{"ok":true}"#.to_vec(),
             },
-            sinks: 1,
+            sinks: ankusa_store::transitions::SinkSet::first(1),
             archive: false,
         })
         .collect();

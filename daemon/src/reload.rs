@@ -1,0 +1,1075 @@
+//! Reloading the configuration while the daemon serves: `SIGHUP`, `ankusa
+//! config reload` and `POST /v1/admin/config:reload` all end here.
+//!
+//! Owns: [`Live`], the part of the configuration that requests, ticks and
+//! delivery attempts read (the sources with their sinks, tokens and signing
+//! secrets, and the admin tokens); [`plan`], what a new file changes and
+//! whether the running daemon may take it; and [`Reloader`], which applies
+//! a plan and audits it.
+//!
+//! Invariants:
+//! - A reader takes one snapshot ([`Live::current`]) and keeps it to the end
+//!   of its request or attempt: it sees the old configuration or the new
+//!   one, never a mix.
+//! - A file is checked whole before anything changes; a refused reload
+//!   changes nothing and says every reason, with file, line and key where
+//!   the file is at fault.
+//! - Keys a running daemon cannot change (listen addresses, the store, the
+//!   writer, `[dispatch]`, `[archive]`) are refused by name, "restart
+//!   needed", never silently ignored.
+//! - Delivery rows name a sink by its position in its source's list. So a
+//!   named sink keeps its position, new sinks go at the end, and a sink
+//!   leaves in two steps: `retired = true` (it takes no new hooks and
+//!   delivers its backlog), then dropped from the end of the list once
+//!   nothing waits for it. A source leaves once nothing waits for any of
+//!   its sinks. Rows are never rewritten by a reload.
+//! - One reload at a time.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use ankusa_ops::access::Principal;
+use ankusa_ops::model::{ConfigChange, ReloadReport};
+use ankusa_store::Store;
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
+
+use super::clock::SharedClock;
+use super::config::{AdminSettings, ConfigError, Settings, SinkConfig, Source};
+use super::metrics::Metrics;
+
+/// What a reload reads from: one generation of the live configuration.
+#[derive(Debug)]
+pub struct Routes {
+    /// 0 at boot, one more per applied reload.
+    pub generation: u64,
+    pub sources: HashMap<String, Arc<Source>>,
+    /// The sources in the file's order.
+    pub order: Vec<Arc<Source>>,
+    pub admin: AdminSettings,
+}
+
+impl Routes {
+    pub fn new(generation: u64, settings: &Settings) -> Routes {
+        let order: Vec<Arc<Source>> = settings
+            .sources
+            .iter()
+            .map(|s| Arc::new(s.clone()))
+            .collect();
+        Routes {
+            generation,
+            sources: order.iter().map(|s| (s.id.clone(), s.clone())).collect(),
+            order,
+            admin: settings.admin.clone(),
+        }
+    }
+
+    pub fn source(&self, id: &str) -> Option<&Arc<Source>> {
+        self.sources.get(id)
+    }
+
+    /// Sink `sink` of source `source`, if this generation has it.
+    pub fn sink(&self, source: &str, sink: u16) -> Option<SinkHandle> {
+        let s = self.sources.get(source)?;
+        let index = usize::from(sink);
+        (index < s.sinks.len()).then(|| SinkHandle {
+            source: s.clone(),
+            index,
+        })
+    }
+}
+
+/// One configured sink, kept alive with its source's snapshot.
+#[derive(Debug, Clone)]
+pub struct SinkHandle {
+    source: Arc<Source>,
+    index: usize,
+}
+
+impl std::ops::Deref for SinkHandle {
+    type Target = SinkConfig;
+    fn deref(&self) -> &SinkConfig {
+        // Built only by `Routes::sink`, after the bound check.
+        &self.source.sinks[self.index]
+    }
+}
+
+/// The live configuration: swapped whole by a reload.
+#[derive(Debug)]
+pub struct Live {
+    routes: RwLock<Arc<Routes>>,
+}
+
+impl Live {
+    pub fn new(settings: &Settings) -> Live {
+        Live {
+            routes: RwLock::new(Arc::new(Routes::new(0, settings))),
+        }
+    }
+
+    /// The configuration now; keep it for the whole request or attempt.
+    pub fn current(&self) -> Arc<Routes> {
+        self.routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn swap(&self, routes: Routes) {
+        *self.routes.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(routes);
+    }
+}
+
+/// Why a reload did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file does not parse or check (file, line and key in the text).
+    #[error("{0}")]
+    Invalid(#[from] ConfigError),
+    /// The file is valid but the running daemon cannot take it: every
+    /// reason, one per line.
+    #[error("{}", .0.join("\n"))]
+    Refused(Vec<String>),
+    #[error("cannot read or write the store: {0}")]
+    Store(#[from] ankusa_store::StoreError),
+}
+
+/// The keys a running daemon keeps from its boot: each change is named.
+fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fixed = |key: &str, a: String, b: String| {
+        if a != b {
+            out.push(format!("{key} changed ({a} -> {b}): restart needed"));
+        }
+    };
+    fixed(
+        "store.path",
+        old.store_path.display().to_string(),
+        new.store_path.display().to_string(),
+    );
+    fixed(
+        "store.cache",
+        old.store_cache.to_string(),
+        new.store_cache.to_string(),
+    );
+    fixed(
+        "node.id",
+        format!("{:?}", old.node_id.as_ref().map(ToString::to_string)),
+        format!("{:?}", new.node_id.as_ref().map(ToString::to_string)),
+    );
+    fixed(
+        "http.listen",
+        old.listen.to_string(),
+        new.listen.to_string(),
+    );
+    fixed(
+        "http.max_body",
+        old.max_body.to_string(),
+        new.max_body.to_string(),
+    );
+    fixed(
+        "http.body_timeout",
+        format!("{:?}", old.body_timeout),
+        format!("{:?}", new.body_timeout),
+    );
+    fixed(
+        "http.max_requests",
+        old.max_requests.to_string(),
+        new.max_requests.to_string(),
+    );
+    fixed(
+        "http.max_connections",
+        old.max_connections.to_string(),
+        new.max_connections.to_string(),
+    );
+    fixed(
+        "http.header_timeout",
+        format!("{:?}", old.header_timeout),
+        format!("{:?}", new.header_timeout),
+    );
+    fixed(
+        "http.shutdown_timeout",
+        format!("{:?}", old.shutdown_timeout),
+        format!("{:?}", new.shutdown_timeout),
+    );
+    fixed(
+        "http.metrics",
+        old.metrics.to_string(),
+        new.metrics.to_string(),
+    );
+    fixed(
+        "admin.socket",
+        old.admin.socket.to_string(),
+        new.admin.socket.to_string(),
+    );
+    fixed(
+        "admin.listen",
+        format!("{:?}", old.admin.listen),
+        format!("{:?}", new.admin.listen),
+    );
+    // Sections read once by the writer, the dispatcher and the archiver:
+    // named as sections, with the first differing field.
+    let sections = [
+        (
+            "[writer], [ingest] or tenants.max",
+            format!("{:?}", old.writer),
+            format!("{:?}", new.writer),
+        ),
+        (
+            "[dispatch]",
+            format!("{:?}", old.dispatch),
+            format!("{:?}", new.dispatch),
+        ),
+        (
+            "[archive]",
+            format!("{:?}", old.archive),
+            format!("{:?}", new.archive),
+        ),
+    ];
+    for (key, a, b) in sections {
+        if a != b {
+            out.push(format!("{key} changed: restart needed"));
+        }
+    }
+    out
+}
+
+fn sink_label(source: &str, index: usize, k: &SinkConfig) -> String {
+    format!(
+        "{source}/{}",
+        k.name.clone().unwrap_or_else(|| index.to_string())
+    )
+}
+
+fn endpoint(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .map(|u| match u.port() {
+            Some(p) => format!("{}://{}:{p}", u.scheme(), u.host_str().unwrap_or("")),
+            None => format!("{}://{}", u.scheme(), u.host_str().unwrap_or("")),
+        })
+        .unwrap_or_else(|_| "an unparsable URL".into())
+}
+
+/// What differs between two sinks at one position. The URL is shown as
+/// scheme, host and port only (a path or query may hold a secret); secrets
+/// are named, never shown.
+fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
+    let mut d = Vec::new();
+    if a.url != b.url {
+        let (ea, eb) = (endpoint(&a.url), endpoint(&b.url));
+        d.push(if ea == eb {
+            format!("url changed (path or query, at {eb})")
+        } else {
+            format!("url {ea} -> {eb}")
+        });
+    }
+    let mut dur = |key: &str, x: std::time::Duration, y: std::time::Duration| {
+        if x != y {
+            d.push(format!(
+                "{key} {} -> {}",
+                humantime::format_duration(x),
+                humantime::format_duration(y)
+            ));
+        }
+    };
+    dur("timeout", a.timeout.0, b.timeout.0);
+    dur("backoff_initial", a.backoff_initial.0, b.backoff_initial.0);
+    dur("backoff_max", a.backoff_max.0, b.backoff_max.0);
+    dur("retry_after_max", a.retry_after_max.0, b.retry_after_max.0);
+    if a.max_attempts != b.max_attempts {
+        d.push(format!(
+            "max_attempts {} -> {}",
+            a.max_attempts.0, b.max_attempts.0
+        ));
+    }
+    if a.retry_4xx != b.retry_4xx {
+        d.push(format!("retry_4xx {} -> {}", a.retry_4xx, b.retry_4xx));
+    }
+    if a.signing_key != b.signing_key {
+        d.push(secret_change(
+            "signing_secret",
+            &a.signing_key,
+            &b.signing_key,
+        ));
+    }
+    if format!("{:?}", a.breaker) != format!("{:?}", b.breaker) {
+        d.push(match (&a.breaker, &b.breaker) {
+            (None, Some(_)) => "breaker added".into(),
+            (Some(_), None) => "breaker removed".into(),
+            _ => "breaker changed".into(),
+        });
+    }
+    if a.retired != b.retired {
+        d.push(if b.retired {
+            "retired: takes no new hooks".into()
+        } else {
+            "no longer retired".into()
+        });
+    }
+    d
+}
+
+fn secret_change<T: PartialEq>(key: &str, a: &Option<T>, b: &Option<T>) -> String {
+    match (a, b) {
+        (None, Some(_)) => format!("{key} set"),
+        (Some(_), None) => format!("{key} removed"),
+        _ => format!("{key} changed"),
+    }
+}
+
+fn source_details(a: &Source, b: &Source) -> Vec<String> {
+    let mut d = Vec::new();
+    if a.tenant != b.tenant {
+        d.push("tenant rule changed".into());
+    }
+    if a.token_digest != b.token_digest {
+        d.push(secret_change("token", &a.token_digest, &b.token_digest));
+    }
+    if a.signing_key != b.signing_key {
+        d.push(secret_change(
+            "signing_secret",
+            &a.signing_key,
+            &b.signing_key,
+        ));
+    }
+    if a.signature_tolerance != b.signature_tolerance {
+        d.push(format!(
+            "signature_tolerance {} -> {}",
+            humantime::format_duration(a.signature_tolerance),
+            humantime::format_duration(b.signature_tolerance)
+        ));
+    }
+    if a.max_body != b.max_body {
+        d.push(format!("max_body {} -> {}", a.max_body, b.max_body));
+    }
+    if a.keep_headers != b.keep_headers {
+        d.push("forward_headers changed".into());
+    }
+    if a.weight != b.weight {
+        d.push(format!("weight {} -> {}", a.weight, b.weight));
+    }
+    d
+}
+
+fn change(kind: &str, what: &str, name: String, details: Vec<String>) -> ConfigChange {
+    ConfigChange {
+        kind: kind.into(),
+        what: what.into(),
+        name,
+        details,
+    }
+}
+
+/// Rows waiting (due or in flight) for a sink, by source id and position.
+pub type Waiting<'a> = dyn FnMut(&str, u16) -> Result<i64, ankusa_store::StoreError> + 'a;
+
+/// What replacing `old` by `new` changes, or every reason the running daemon
+/// cannot take `new`. `waiting` counts the rows a sink still owes.
+pub fn plan(
+    old: &Settings,
+    new: &Settings,
+    waiting: &mut Waiting<'_>,
+) -> Result<Vec<ConfigChange>, ReloadError> {
+    let mut refused = restart_needed(old, new);
+    let mut changes = Vec::new();
+    let new_by_id: HashMap<&str, &Source> =
+        new.sources.iter().map(|s| (s.id.as_str(), s)).collect();
+    for a in &old.sources {
+        let Some(b) = new_by_id.get(a.id.as_str()) else {
+            let mut owed = 0;
+            for i in 0..a.sinks.len() {
+                owed += waiting(&a.id, u16::try_from(i).unwrap_or(u16::MAX))?;
+            }
+            if owed > 0 {
+                refused.push(format!(
+                    "source {} is gone from the file but {owed} rows wait for its sinks: \
+                     keep it (its sinks retired = true) until they are delivered, or purge them",
+                    a.id
+                ));
+            } else {
+                changes.push(change("removed", "source", a.id.clone(), Vec::new()));
+            }
+            continue;
+        };
+        let d = source_details(a, b);
+        if !d.is_empty() {
+            changes.push(change("changed", "source", a.id.clone(), d));
+        }
+        plan_sinks(a, b, waiting, &mut changes, &mut refused)?;
+    }
+    let old_ids: std::collections::HashSet<&str> =
+        old.sources.iter().map(|s| s.id.as_str()).collect();
+    for b in &new.sources {
+        if !old_ids.contains(b.id.as_str()) {
+            let sinks = b
+                .sinks
+                .iter()
+                .enumerate()
+                .map(|(i, k)| format!("sink {} ({})", sink_label(&b.id, i, k), endpoint(&k.url)))
+                .collect();
+            changes.push(change("added", "source", b.id.clone(), sinks));
+        }
+    }
+    plan_admin_tokens(&old.admin, &new.admin, &mut changes);
+    if new.admin.local_admin != old.admin.local_admin {
+        changes.push(change(
+            "changed",
+            "admin",
+            "local_admin".into(),
+            vec![format!(
+                "{} -> {}",
+                old.admin.local_admin, new.admin.local_admin
+            )],
+        ));
+    }
+    if refused.is_empty() {
+        Ok(changes)
+    } else {
+        Err(ReloadError::Refused(refused))
+    }
+}
+
+fn plan_sinks(
+    a: &Source,
+    b: &Source,
+    waiting: &mut Waiting<'_>,
+    changes: &mut Vec<ConfigChange>,
+    refused: &mut Vec<String>,
+) -> Result<(), ReloadError> {
+    for (i, old) in a.sinks.iter().enumerate() {
+        let label = sink_label(&a.id, i, old);
+        let pos = u16::try_from(i).unwrap_or(u16::MAX);
+        match b.sinks.get(i) {
+            Some(new) if new.name == old.name => {
+                let d = sink_details(old, new);
+                if !d.is_empty() {
+                    changes.push(change("changed", "sink", label, d));
+                }
+            }
+            Some(new)
+                if new.url == old.url
+                    && !a
+                        .sinks
+                        .iter()
+                        .any(|k| k.name.is_some() && k.name == new.name) =>
+            {
+                // The same endpoint under a new name: only its label changes.
+                let mut d = vec![format!("renamed to {}", sink_label(&b.id, i, new))];
+                d.extend(sink_details(old, new));
+                changes.push(change("changed", "sink", label, d));
+            }
+            Some(new) => {
+                let moved = b
+                    .sinks
+                    .iter()
+                    .position(|k| k.name.is_some() && k.name == old.name);
+                refused.push(match moved {
+                    Some(j) => format!(
+                        "sink {label} moved from position {i} to {j}: delivery rows name sinks \
+                         by position, so a sink keeps its place; add new sinks at the end"
+                    ),
+                    None => format!(
+                        "sink {} takes position {i}, which is {label}'s: delivery rows name \
+                         sinks by position, so {label}'s rows would go to it; add new sinks \
+                         at the end and retire old ones with retired = true",
+                        sink_label(&b.id, i, new)
+                    ),
+                });
+            }
+            None => {
+                let owed = waiting(&a.id, pos)?;
+                if owed > 0 {
+                    refused.push(format!(
+                        "sink {label} is gone from the file but {owed} rows wait for it: keep it \
+                         with retired = true until they are delivered, or purge them"
+                    ));
+                } else {
+                    changes.push(change("removed", "sink", label, Vec::new()));
+                }
+            }
+        }
+    }
+    for (i, new) in b.sinks.iter().enumerate().skip(a.sinks.len()) {
+        changes.push(change(
+            "added",
+            "sink",
+            sink_label(&b.id, i, new),
+            vec![endpoint(&new.url)],
+        ));
+    }
+    Ok(())
+}
+
+fn plan_admin_tokens(old: &AdminSettings, new: &AdminSettings, changes: &mut Vec<ConfigChange>) {
+    let by_name = |s: &AdminSettings| {
+        s.tokens
+            .iter()
+            .map(|t| (t.name.clone(), (t.digest, t.tenant.clone())))
+            .collect::<HashMap<_, _>>()
+    };
+    let (a, b) = (by_name(old), by_name(new));
+    let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        match (a.get(name), b.get(name)) {
+            (Some(_), None) => changes.push(change("removed", "admin token", name.clone(), vec![])),
+            (None, Some(_)) => changes.push(change("added", "admin token", name.clone(), vec![])),
+            (Some(x), Some(y)) if x != y => {
+                let mut d = Vec::new();
+                if x.0 != y.0 {
+                    d.push("token changed".into());
+                }
+                if x.1 != y.1 {
+                    d.push(format!("tenant {:?} -> {:?}", x.1, y.1));
+                }
+                changes.push(change("changed", "admin token", name.clone(), d));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Applies reloads: one at a time, each checked whole first.
+pub struct Reloader {
+    live: Arc<Live>,
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    clock: SharedClock,
+    /// The settings in force (boot's, then each applied reload's).
+    applied: Mutex<Settings>,
+    /// Tell systemd (RELOADING=1, then READY=1).
+    notify: bool,
+}
+
+impl Reloader {
+    pub fn new(
+        live: Arc<Live>,
+        store: Arc<Store>,
+        metrics: Arc<Metrics>,
+        clock: SharedClock,
+        settings: Settings,
+        notify: bool,
+    ) -> Reloader {
+        Reloader {
+            live,
+            store,
+            metrics,
+            clock,
+            applied: Mutex::new(settings),
+            notify,
+        }
+    }
+
+    pub fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+
+    /// What `text` (a candidate for the daemon's file) would change, without
+    /// changing anything.
+    pub fn check(&self, text: &str) -> Result<ReloadReport, ReloadError> {
+        let applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = parse_like(&applied, text)?;
+        let changes = plan(&applied, &new, &mut |s: &str, i: u16| self.waiting(s, i))?;
+        Ok(ReloadReport {
+            applied: false,
+            file: applied.config_path.display().to_string(),
+            generation: self.live.current().generation,
+            changes,
+        })
+    }
+
+    /// Re-reads the daemon's file and applies it, or changes nothing.
+    /// Blocking (it reads the file and writes the store): call it off the
+    /// runtime's workers.
+    pub fn reload(&self, who: &Principal) -> Result<ReloadReport, ReloadError> {
+        let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.notify {
+            super::notify::reloading();
+        }
+        let result = self.reload_locked(&mut applied, who);
+        if self.notify {
+            super::notify::ready();
+        }
+        let now = self.clock.now_ms();
+        let (outcome, scope, n) = match &result {
+            Ok(r) => ("done", summary(&r.changes), r.changes.len() as u64),
+            Err(e) => ("failed", e.to_string().replace('\n', "; "), 0),
+        };
+        if let Err(e) = ankusa_ops::jobs::audit_store_action(
+            &self.store,
+            who,
+            "config_reload",
+            &scope,
+            outcome,
+            n,
+            now,
+        ) {
+            tracing::error!(error = %e, "cannot audit the configuration reload");
+        }
+        match &result {
+            Ok(r) => tracing::warn!(
+                generation = r.generation,
+                changes = %summary(&r.changes),
+                "configuration reloaded"
+            ),
+            Err(e) => tracing::error!(
+                error = %e,
+                "configuration reload refused; the running configuration is unchanged"
+            ),
+        }
+        result
+    }
+
+    fn reload_locked(
+        &self,
+        applied: &mut Settings,
+        _who: &Principal,
+    ) -> Result<ReloadReport, ReloadError> {
+        let new = Settings::load(&applied.config_path)?;
+        let changes = plan(applied, &new, &mut |s: &str, i: u16| self.waiting(s, i))?;
+        // The store's catalog first: if it cannot be written, nothing
+        // changed yet.
+        let catalog: Vec<_> = new.sources.iter().flat_map(|s| s.catalog()).collect();
+        ankusa_store::sinks::replace(&self.store, &catalog)?;
+        // Breakers and the health board before the swap: a delivery to a
+        // new sink finds its breaker.
+        self.metrics.breakers.reconfigure(&new.sources);
+        self.metrics
+            .sinks
+            .reconfigure(new.sources.iter().map(|s| (s.id.as_str(), s.sinks.len())));
+        let generation = self.live.current().generation + 1;
+        self.live.swap(Routes::new(generation, &new));
+        let file = new.config_path.display().to_string();
+        *applied = new;
+        Ok(ReloadReport {
+            applied: true,
+            file,
+            generation,
+            changes,
+        })
+    }
+
+    fn waiting(&self, source: &str, sink: u16) -> Result<i64, ankusa_store::StoreError> {
+        Ok(
+            ankusa_store::waiting::waiting(&self.store, &[(source.to_owned(), sink)])?
+                .and_then(|v| v.first().copied())
+                .unwrap_or(0),
+        )
+    }
+}
+
+/// Parses `text` as if it were the file at `applied.config_path` (so a
+/// relative store path resolves the same way).
+fn parse_like(applied: &Settings, text: &str) -> Result<Settings, ConfigError> {
+    let path = &applied.config_path;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Settings::parse(text, path, &base)
+}
+
+/// One line per change, for the audit log and the log line.
+pub fn summary(changes: &[ConfigChange]) -> String {
+    if changes.is_empty() {
+        return "no changes".into();
+    }
+    changes
+        .iter()
+        .map(|c| {
+            if c.details.is_empty() {
+                format!("{} {} {}", c.kind, c.what, c.name)
+            } else {
+                format!(
+                    "{} {} {} ({})",
+                    c.kind,
+                    c.what,
+                    c.name,
+                    c.details.join(", ")
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Installs the `SIGHUP` handler. Call it before the daemon says it
+/// listens: the signal's default action ends the process.
+pub fn hangups() -> std::io::Result<Signal> {
+    signal(SignalKind::hangup())
+}
+
+/// Who a reload by signal is audited as.
+pub fn signal_principal() -> Principal {
+    Principal {
+        name: "signal:SIGHUP".into(),
+        os_user: None,
+        tenant: None,
+    }
+}
+
+/// Reloads on every `SIGHUP` until `stop`. The outcome is logged (and
+/// audited by [`Reloader::reload`]); a refused reload leaves the daemon as
+/// it was.
+pub async fn on_sighup(reloader: Arc<Reloader>, mut hup: Signal, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            got = hup.recv() => if got.is_none() { return },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let r = reloader.clone();
+        let done = tokio::task::spawn_blocking(move || r.reload(&signal_principal())).await;
+        if let Err(e) = done {
+            tracing::error!(error = %e, "the configuration reload panicked");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[store]\npath = \"store\"\n[http]\nlisten = \"127.0.0.1:0\"\n";
+
+    fn settings(rest: &str) -> Settings {
+        let text = format!("{BASE}{rest}");
+        Settings::parse(&text, Path::new("/etc/ankusa.toml"), Path::new("/var/lib"))
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    fn sinks(list: &[(&str, &str, &str)]) -> String {
+        list.iter()
+            .map(|(name, url, extra)| {
+                format!("[[sources.sinks]]\nname = \"{name}\"\nurl = \"{url}\"\n{extra}\n")
+            })
+            .collect()
+    }
+
+    fn shop(extra: &str, list: &[(&str, &str, &str)]) -> String {
+        format!(
+            "[[sources]]\nid = \"shop\"\ntenant = \"t\"\n{extra}\n{}",
+            sinks(list)
+        )
+    }
+
+    fn nothing_waits() -> impl FnMut(&str, u16) -> Result<i64, ankusa_store::StoreError> {
+        |_, _| Ok(0)
+    }
+
+    fn refused(r: Result<Vec<ConfigChange>, ReloadError>) -> Vec<String> {
+        match r {
+            Err(ReloadError::Refused(why)) => why,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    const A: (&str, &str, &str) = ("a", "http://127.0.0.1:9001/a", "");
+    const B: (&str, &str, &str) = ("b", "http://127.0.0.1:9002/b", "");
+    const C: (&str, &str, &str) = ("c", "http://127.0.0.1:9003/c", "");
+
+    #[test]
+    fn the_same_file_changes_nothing() {
+        let s = settings(&shop("", &[A, B]));
+        assert_eq!(plan(&s, &s, &mut nothing_waits()).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_sink_added_at_the_end_is_an_addition() {
+        let old = settings(&shop("", &[A]));
+        let new = settings(&shop("", &[A, B]));
+        let c = plan(&old, &new, &mut nothing_waits()).unwrap();
+        assert_eq!(
+            c,
+            vec![change(
+                "added",
+                "sink",
+                "shop/b".into(),
+                vec!["http://127.0.0.1:9002".into()]
+            )]
+        );
+    }
+
+    #[test]
+    fn a_sink_keeps_its_position() {
+        let old = settings(&shop("", &[A, B]));
+        let swapped = settings(&shop("", &[B, A]));
+        let why = refused(plan(&old, &swapped, &mut nothing_waits()));
+        assert!(
+            why[0].contains("sink shop/a moved from position 0 to 1"),
+            "{why:?}"
+        );
+        // Another endpoint in a sink's place: its rows would go there.
+        let replaced = settings(&shop("", &[A, C]));
+        let why = refused(plan(&old, &replaced, &mut nothing_waits()));
+        assert!(
+            why[0].contains("sink shop/c takes position 1, which is shop/b's"),
+            "{why:?}"
+        );
+        // The same endpoint under another name is a rename.
+        let renamed = settings(&shop("", &[A, ("billing", B.1, "")]));
+        let c = plan(&old, &renamed, &mut nothing_waits()).unwrap();
+        assert_eq!(c[0].details, vec!["renamed to shop/billing".to_owned()]);
+    }
+
+    #[test]
+    fn a_sink_with_rows_waiting_cannot_be_dropped_but_can_be_retired() {
+        let old = settings(&shop("", &[A, B]));
+        let dropped = settings(&shop("", &[A]));
+        let mut waits =
+            |_: &str, sink: u16| Ok::<_, ankusa_store::StoreError>(if sink == 1 { 42 } else { 0 });
+        let why = refused(plan(&old, &dropped, &mut waits));
+        assert!(
+            why[0].contains("sink shop/b is gone from the file but 42 rows wait for it"),
+            "{why:?}"
+        );
+        let retired = settings(&shop("", &[A, (B.0, B.1, "retired = true")]));
+        let c = plan(&old, &retired, &mut waits).unwrap();
+        assert_eq!(c[0].details, vec!["retired: takes no new hooks".to_owned()]);
+        // Once nothing waits, it goes.
+        let c = plan(&retired, &dropped, &mut nothing_waits()).unwrap();
+        assert_eq!(c, vec![change("removed", "sink", "shop/b".into(), vec![])]);
+    }
+
+    #[test]
+    fn a_source_with_rows_waiting_cannot_be_dropped() {
+        let two = format!(
+            "{}[[sources]]\nid = \"blog\"\ntenant = \"b\"\n{}",
+            shop("", &[A]),
+            sinks(&[C])
+        );
+        let old = settings(&two);
+        let new = settings(&shop("", &[A]));
+        let mut waits = |source: &str, _: u16| {
+            Ok::<_, ankusa_store::StoreError>(if source == "blog" { 7 } else { 0 })
+        };
+        let why = refused(plan(&old, &new, &mut waits));
+        assert!(
+            why[0].contains("source blog is gone from the file but 7 rows wait"),
+            "{why:?}"
+        );
+        let c = plan(&old, &new, &mut nothing_waits()).unwrap();
+        assert_eq!(c, vec![change("removed", "source", "blog".into(), vec![])]);
+        let back = plan(&new, &old, &mut nothing_waits()).unwrap();
+        assert_eq!(back[0].kind, "added");
+        assert_eq!(
+            back[0].details,
+            vec!["sink blog/c (http://127.0.0.1:9003)".to_owned()]
+        );
+    }
+
+    #[test]
+    fn what_needs_a_restart_is_refused_by_name() {
+        let old = settings(&shop("", &[A]));
+        let text = format!(
+            "[store]\npath = \"elsewhere\"\n[http]\nlisten = \"127.0.0.1:8080\"\n[dispatch]\nper_sink = 3\n{}",
+            shop("", &[A])
+        );
+        let new =
+            Settings::parse(&text, Path::new("/etc/ankusa.toml"), Path::new("/var/lib")).unwrap();
+        let why = refused(plan(&old, &new, &mut nothing_waits()));
+        let all = why.join("\n");
+        for key in ["store.path", "http.listen", "[dispatch]"] {
+            assert!(all.contains(&format!("{key} changed")), "{key}: {all}");
+        }
+        assert!(why.iter().all(|w| w.ends_with("restart needed")), "{all}");
+    }
+
+    #[test]
+    fn secrets_are_named_never_shown() {
+        let old = settings(&shop(
+            "token = \"old-token-1234\"\nsigning_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+            &[A],
+        ));
+        let new = settings(&shop(
+            "token = \"new-token-5678\"\nweight = 3",
+            &[(A.0, A.1, "timeout = \"9s\"")],
+        ));
+        let c = plan(&old, &new, &mut nothing_waits()).unwrap();
+        let text = format!("{c:?}");
+        assert!(!text.contains("token-"), "{text}");
+        assert!(!text.contains("whsec_"), "{text}");
+        assert_eq!(
+            c[0].details,
+            vec!["token changed", "signing_secret removed", "weight 1 -> 3"]
+        );
+        assert_eq!(c[1].details, vec!["timeout 10s -> 9s"]);
+    }
+
+    #[test]
+    fn admin_tokens_are_compared_by_name() {
+        let old = settings(&format!(
+            "[[admin.tokens]]\nname = \"ops\"\ntoken = \"aaaaaaaaaaaaaaaaaaaaaaaa\"\n{}",
+            shop("", &[A])
+        ));
+        let new = settings(&format!(
+            "[[admin.tokens]]\nname = \"ops\"\ntoken = \"bbbbbbbbbbbbbbbbbbbbbbbb\"\n[[admin.tokens]]\nname = \"ci\"\ntoken = \"cccccccccccccccccccccccc\"\n{}",
+            shop("", &[A])
+        ));
+        let c = plan(&old, &new, &mut nothing_waits()).unwrap();
+        assert_eq!(
+            c,
+            vec![
+                change("added", "admin token", "ci".into(), vec![]),
+                change(
+                    "changed",
+                    "admin token",
+                    "ops".into(),
+                    vec!["token changed".into()]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_retired_sink_takes_no_new_hooks() {
+        let s = settings(&shop("", &[A, (B.0, B.1, "retired = true"), C]));
+        let set = s.sources[0].ingest_sinks();
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![0, 2]);
+    }
+
+    /// One edit an operator might make to a source's sinks.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Append,
+        RetireLast,
+        DropLast,
+        Swap(usize, usize),
+        Rename(usize),
+        Repoint(usize),
+        DropSource,
+        AddSource,
+    }
+
+    fn edit_strategy() -> impl proptest::strategy::Strategy<Value = Edit> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Edit::Append),
+            Just(Edit::RetireLast),
+            Just(Edit::DropLast),
+            (0..4usize, 0..4usize).prop_map(|(a, b)| Edit::Swap(a, b)),
+            (0..4usize).prop_map(Edit::Rename),
+            (0..4usize).prop_map(Edit::Repoint),
+            Just(Edit::DropSource),
+            Just(Edit::AddSource),
+        ]
+    }
+
+    /// A file of sources, each a list of (name, url, retired).
+    type Model = Vec<(String, Vec<(String, String, bool)>)>;
+
+    fn render(m: &Model) -> String {
+        let mut out = String::new();
+        for (id, sinks) in m {
+            out.push_str(&format!("[[sources]]\nid = \"{id}\"\n"));
+            for (name, url, retired) in sinks {
+                out.push_str(&format!(
+                    "[[sources.sinks]]\nname = \"{name}\"\nurl = \"{url}\"\nretired = {retired}\n"
+                ));
+            }
+        }
+        out
+    }
+
+    fn apply(m: &mut Model, e: &Edit, n: &mut usize) {
+        *n += 1;
+        let fresh = *n;
+        match e {
+            Edit::AddSource => m.push((
+                format!("s{fresh}"),
+                vec![(format!("k{fresh}"), format!("http://h/{fresh}"), false)],
+            )),
+            Edit::DropSource if m.len() > 1 => {
+                m.pop();
+            }
+            Edit::DropSource => {}
+            _ => {
+                let Some((_, sinks)) = m.first_mut() else {
+                    return;
+                };
+                match *e {
+                    Edit::Append => {
+                        sinks.push((format!("k{fresh}"), format!("http://h/{fresh}"), false))
+                    }
+                    Edit::RetireLast => {
+                        if let Some(last) = sinks.last_mut() {
+                            last.2 = true;
+                        }
+                    }
+                    Edit::DropLast if sinks.len() > 1 => {
+                        sinks.pop();
+                    }
+                    Edit::Swap(a, b) if a < sinks.len() && b < sinks.len() => sinks.swap(a, b),
+                    Edit::Rename(i) if i < sinks.len() => sinks[i].0 = format!("k{fresh}"),
+                    Edit::Repoint(i) if i < sinks.len() => sinks[i].1 = format!("http://h/{fresh}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the edits, a reload that is taken leaves every row that
+        /// waits with the sink it was accepted for: same source, and at its
+        /// position a sink of the same name or the same URL. Rows are never
+        /// orphaned or sent elsewhere; only who takes new hooks changes.
+        #[test]
+        fn a_taken_reload_never_moves_a_waiting_row(
+            edits in proptest::collection::vec(edit_strategy(), 1..12),
+            owed in proptest::collection::vec(0i64..3, 8),
+        ) {
+            let mut model: Model = vec![(
+                "shop".into(),
+                vec![("k0".into(), "http://h/0".into(), false)],
+            )];
+            let mut n = 0;
+            let mut applied = settings(&render(&model));
+            // Rows waiting: by source and position, fixed for the run.
+            let waits = |source: &str, sink: u16| {
+                let h = source.bytes().map(usize::from).sum::<usize>() + usize::from(sink);
+                Ok::<_, ankusa_store::StoreError>(owed[h % owed.len()])
+            };
+            for e in &edits {
+                apply(&mut model, e, &mut n);
+                let next = settings(&render(&model));
+                let mut w = waits;
+                match plan(&applied, &next, &mut w) {
+                    Ok(_) => {
+                        for a in &applied.sources {
+                            for (i, k) in a.sinks.iter().enumerate() {
+                                let pos = u16::try_from(i).unwrap();
+                                if waits(&a.id, pos).unwrap() == 0 {
+                                    continue;
+                                }
+                                let b = next.sources.iter().find(|s| s.id == a.id);
+                                let kept = b.and_then(|b| b.sinks.get(i));
+                                proptest::prop_assert!(
+                                    kept.is_some_and(|x| x.name == k.name || x.url == k.url),
+                                    "{}/{:?} at {i} owes rows and lost its place after {e:?}",
+                                    a.id, k.name
+                                );
+                            }
+                        }
+                        applied = next;
+                    }
+                    // Refused: the operator's file stays what the daemon runs.
+                    Err(ReloadError::Refused(_)) => {
+                        model = applied
+                            .sources
+                            .iter()
+                            .map(|s| {
+                                (
+                                    s.id.clone(),
+                                    s.sinks
+                                        .iter()
+                                        .map(|k| (k.name.clone().unwrap_or_default(), k.url.clone(), k.retired))
+                                        .collect(),
+                                )
+                            })
+                            .collect();
+                    }
+                    Err(other) => proptest::prop_assert!(false, "{other}"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! Reloading the configuration of a running daemon under steady load:
+//! `SIGHUP` and `ankusa config reload` add a sink and a source, retire and
+//! then drop a sink, refuse a broken file and a change that needs a
+//! restart, and `ankusa config check` prints the diff first. Through all
+//! of it the same process serves, no request is refused, every
+//! acknowledged hook reaches the sink that was there from the start, and
+//! the store checks clean.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::HeaderMap;
+use nix::sys::signal::{kill, Signal};
+
+use crate::common::{self, ankusa, write_config, Daemon};
+
+/// Hook ids each sink path received.
+#[derive(Clone, Default)]
+struct Sinks(Arc<Mutex<HashMap<String, Vec<String>>>>);
+
+impl Sinks {
+    fn got(&self, path: &str) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .get(path)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+async fn take(
+    State(s): State<Sinks>,
+    UrlPath(path): UrlPath<String>,
+    h: HeaderMap,
+) -> &'static str {
+    let id = h
+        .get("ankusa-hook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    s.0.lock().unwrap().entry(path).or_default().push(id);
+    "ok"
+}
+
+async fn start_sinks(s: Sinks) -> String {
+    let app = axum::Router::new()
+        .route("/{path}", axum::routing::post(take))
+        .with_state(s);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    format!("http://{addr}")
+}
+
+/// The file: `shop` with the given sinks (name, path, extra keys), and
+/// `blog` when `blog` is set.
+fn config(sink: &str, sinks: &[(&str, &str, &str)], blog: bool, listen: &str) -> String {
+    let mut s = format!(
+        "[store]\npath = \"store\"\n\n[http]\nlisten = \"{listen}\"\n\n[dispatch]\ntick = \"10ms\"\n\n\
+         [[sources]]\nid = \"shop\"\ntenant = \"acme\"\ntoken = \"shop-token-1\"\n\n"
+    );
+    for (name, path, extra) in sinks {
+        s.push_str(&format!(
+            "[[sources.sinks]]\nname = \"{name}\"\nurl = \"{sink}/{path}\"\nbackoff_initial = \"10ms\"\n{extra}\n\n"
+        ));
+    }
+    if blog {
+        s.push_str(&format!(
+            "[[sources]]\nid = \"blog\"\ntenant = \"blogger\"\n\n[[sources.sinks]]\nurl = \"{sink}/blog\"\n\n"
+        ));
+    }
+    s
+}
+
+/// Steady load on `shop`: 4 clients posting as fast as the daemon answers.
+struct Load {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<String>>>,
+    /// Answers other than 202, with their status.
+    refused: Arc<Mutex<Vec<String>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(url: String) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let tasks = (0..4)
+            .map(|_| {
+                let (stop, acked, refused, url) =
+                    (stop.clone(), acked.clone(), refused.clone(), url.clone());
+                tokio::spawn(async move {
+                    let c = common::client();
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = c
+                            .post(&url)
+                            .bearer_auth("shop-token-1")
+                            .header("content-type", "application/json")
+                            .body("{\"n\":1}")
+                            .send()
+                            .await;
+                        match r {
+                            Ok(r) if r.status() == 202 => {
+                                let v: serde_json::Value = r.json().await.unwrap();
+                                acked
+                                    .lock()
+                                    .unwrap()
+                                    .push(v["id"].as_str().unwrap().to_owned());
+                            }
+                            Ok(r) => refused.lock().unwrap().push(format!("{}", r.status())),
+                            Err(e) => refused.lock().unwrap().push(e.to_string()),
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            acked,
+            refused,
+            tasks,
+        }
+    }
+
+    fn acked(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    async fn finish(self) -> (Vec<String>, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        let refused = self.refused.lock().unwrap().clone();
+        (acked, refused)
+    }
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `ankusa ARGS` off the runtime's workers; (exit code, stdout, stderr).
+async fn run(args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ankusa(&a);
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+fn hup(d: &Daemon) {
+    kill(d.pid(), Signal::SIGHUP).unwrap();
+}
+
+/// Waits until the daemon's log has `n` lines containing `needle`.
+async fn wait_log(d: &Daemon, needle: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = d.log().matches(needle).count();
+        if got >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {n}x {needle:?} in the log:\n{}",
+            d.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn audit_records(store: &Path) -> Vec<ankusa_ops::model::AuditRecord> {
+    let s = ankusa_store::Store::open_read_only(store).unwrap();
+    let who = ankusa_ops::access::Principal::local(&ankusa_ops::access::Peer::me());
+    ankusa_ops::jobs::audit_page(&s, &who, None, 100)
+        .unwrap()
+        .records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_daemon_under_load_takes_ten_reloads_without_a_restart_or_a_refused_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks = Sinks::default();
+    let sink = start_sinks(sinks.clone()).await;
+    let cfg = dir.path().join("ankusa.toml");
+    let cfg_s = cfg.to_str().unwrap().to_owned();
+    let edit = |text: String| write_config(dir.path(), &text);
+    edit(config(&sink, &[("main", "main", "")], false, "127.0.0.1:0"));
+    let d = Daemon::start(dir.path());
+    let pid = d.pid();
+    // The file's value is compared, not the port bound: keeping `:0` is no
+    // change.
+    let listen = "127.0.0.1:0";
+    let main = [("main", "main", "")];
+    let load = Load::start(d.url("shop"));
+    wait_for("the first deliveries", Duration::from_secs(20), || {
+        sinks.got("main").len() >= 20
+    })
+    .await;
+
+    // 1. The same file: a reload that changes nothing.
+    let (code, out, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("(configuration generation 1): no changes"),
+        "{out}"
+    );
+
+    // 2. A sink added at the end, checked first: it receives hooks accepted
+    // from then on, without a restart.
+    let with_audit = [("main", "main", ""), ("audit", "audit", "")];
+    edit(config(&sink, &with_audit, false, listen));
+    let (code, out, err) = run(&["config", "check", "--config", &cfg_s]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("valid (1 sources, 2 sinks, 0 admin tokens)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a reload would make 1 change") && out.contains("+ sink shop/audit"),
+        "{out}"
+    );
+    hup(&d);
+    wait_log(&d, "configuration reloaded", 2).await;
+    wait_for(
+        "deliveries to the new sink",
+        Duration::from_secs(10),
+        || sinks.got("audit").len() >= 20,
+    )
+    .await;
+
+    // 3. A broken file: refused with its line, the old one keeps serving.
+    edit(config(&sink, &with_audit, false, listen).replace("tick =", "tikc ="));
+    let (code, out, err) = run(&["config", "check", "--config", &cfg_s]).await;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("line 8") && err.contains("tikc"), "{err}");
+    hup(&d);
+    wait_log(&d, "configuration reload refused", 1).await;
+    let before = sinks.got("audit").len();
+    wait_for(
+        "deliveries after the refusal",
+        Duration::from_secs(10),
+        || sinks.got("audit").len() >= before + 20,
+    )
+    .await;
+
+    // 4. A change that needs a restart is refused by name.
+    edit(config(&sink, &with_audit, false, "127.0.0.1:1"));
+    let (code, out, err) = run(&["config", "check", "--config", &cfg_s]).await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("http.listen changed") && out.contains("restart needed"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("reload refused") && err.contains("http.listen"),
+        "{err}"
+    );
+
+    // 5. A sink in another's place is refused; 6. a new source is taken.
+    let swapped = [("audit", "audit", ""), ("main", "main", "")];
+    edit(config(&sink, &swapped, false, listen));
+    let (code, _, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("moved from position"), "{err}");
+    edit(config(&sink, &with_audit, true, listen));
+    let (code, out, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("+ source blog"), "{out}");
+    let r = common::client()
+        .post(d.url("blog"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    wait_for("the new source's hook", Duration::from_secs(10), || {
+        sinks.got("blog").len() == 1
+    })
+    .await;
+
+    // 7. The audit sink retired: it takes no new hooks.
+    let retired = [("main", "main", ""), ("audit", "audit", "retired = true")];
+    edit(config(&sink, &retired, true, listen));
+    hup(&d);
+    wait_log(&d, "configuration reloaded", 4).await;
+    let acked_at_retire = load.acked();
+    let main_at_retire = sinks.got("main").len();
+    wait_for(
+        "hooks accepted after the retirement",
+        Duration::from_secs(10),
+        || sinks.got("main").len() >= main_at_retire + 200,
+    )
+    .await;
+    let audit_seen: HashSet<String> = sinks.got("audit").into_iter().collect();
+    let later: Vec<String> = load.acked.lock().unwrap()[acked_at_retire + 50..].to_vec();
+    wait_for("the later hooks at main", Duration::from_secs(10), || {
+        let main: HashSet<String> = sinks.got("main").into_iter().collect();
+        later.iter().take(100).all(|id| main.contains(id))
+    })
+    .await;
+    assert!(
+        later.iter().take(100).all(|id| !audit_seen.contains(id)),
+        "a retired sink got a hook accepted after its retirement"
+    );
+
+    // 8. Then dropped, once nothing waits for it (until its backlog is
+    // delivered the reload is refused, naming the count).
+    edit(config(&sink, &main, true, listen));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, out, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+        if code == 0 {
+            assert!(out.contains("- sink shop/audit"), "{out}");
+            break;
+        }
+        assert!(err.contains("rows wait for it"), "{err}");
+        assert!(
+            Instant::now() < deadline,
+            "the retired sink's backlog never drained: {err}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // 9 and 10. A token rotation for the new source, twice.
+    let mut with_token = config(&sink, &main, true, listen).replace(
+        "tenant = \"blogger\"",
+        "tenant = \"blogger\"\ntoken = \"blog-token-1\"",
+    );
+    edit(with_token.clone());
+    hup(&d);
+    wait_log(&d, "configuration reloaded", 6).await;
+    let c = common::client();
+    let post_blog =
+        |token: &'static str| c.post(d.url("blog")).bearer_auth(token).body("{}").send();
+    assert_eq!(post_blog("blog-token-1").await.unwrap().status(), 202);
+    with_token = with_token.replace("blog-token-1", "blog-token-2");
+    edit(with_token);
+    let (code, out, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("~ source blog: token changed"), "{out}");
+    assert!(!out.contains("blog-token"), "a secret was printed: {out}");
+    assert_eq!(post_blog("blog-token-1").await.unwrap().status(), 401);
+    assert_eq!(post_blog("blog-token-2").await.unwrap().status(), 202);
+
+    let (acked, refused) = load.finish().await;
+    assert!(
+        refused.is_empty(),
+        "requests refused during reloads: {refused:?}"
+    );
+    assert_eq!(d.pid(), pid, "the same process serves");
+    assert!(
+        acked.len() > 500,
+        "the load was light: {} hooks",
+        acked.len()
+    );
+    wait_for(
+        "every acknowledged hook at main",
+        Duration::from_secs(30),
+        || {
+            let main: HashSet<String> = sinks.got("main").into_iter().collect();
+            acked.iter().all(|id| main.contains(id))
+        },
+    )
+    .await;
+    let sent = load_sent(&acked, &refused);
+    d.stop_clean();
+    common::store_check(&dir.path().join("store"));
+    let audits = audit_records(&dir.path().join("store"));
+    let reloads: Vec<_> = audits
+        .iter()
+        .filter(|r| r.action == "config_reload")
+        .collect();
+    assert_eq!(
+        reloads.iter().filter(|r| r.outcome == "done").count(),
+        7,
+        "{reloads:#?}"
+    );
+    assert!(reloads
+        .iter()
+        .any(|r| r.scope.contains("added sink shop/audit")));
+    assert!(reloads
+        .iter()
+        .any(|r| r.outcome == "failed" && r.scope.contains("tikc")));
+    assert!(reloads.iter().any(|r| r.who.name == "signal:SIGHUP"));
+    println!(
+        "reloads: {} applied, {} refused; {} hooks acknowledged under load of {sent} requests, none refused",
+        reloads.iter().filter(|r| r.outcome == "done").count(),
+        reloads.iter().filter(|r| r.outcome == "failed").count(),
+        acked.len()
+    );
+}
+
+fn load_sent(acked: &[String], refused: &[String]) -> usize {
+    acked.len() + refused.len()
+}
