@@ -263,7 +263,7 @@ fn check(source: &Source, default_tenant: Option<&str>, line: &[u8], now: u64) -
             headers.push(("webhook-id".to_owned(), id.as_bytes().to_vec()));
         }
     }
-    if let Some(key) = &source.signing_key {
+    if !source.signing_keys.is_empty() {
         let (Some(id), Some(ts), Some(sig)) =
             (&e.webhook_id, &e.webhook_timestamp, &e.webhook_signature)
         else {
@@ -275,7 +275,8 @@ fn check(source: &Source, default_tenant: Option<&str>, line: &[u8], now: u64) -
             signature: sig,
         };
         let tolerance = source.signature_tolerance.as_secs();
-        signature::verify(key, signed, &body, now, tolerance).map_err(|e| match e {
+        let keys = super::config::live(&source.signing_keys, now).map(Vec::as_slice);
+        signature::verify_any(keys, signed, &body, now, tolerance).map_err(|e| match e {
             SignatureError::Stale => Outcome::SignatureStale,
             SignatureError::Invalid => Outcome::SignatureInvalid,
         })?;

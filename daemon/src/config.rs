@@ -447,7 +447,15 @@ pub struct SourceConfig {
     pub tenant: Option<String>,
     pub tenant_header: Option<String>,
     pub token: Option<Secret>,
+    /// Several tokens, each until its `expires` (a rotation): exclusive
+    /// with `token`.
+    #[serde(default)]
+    pub tokens: Vec<RotatedToken>,
     pub signing_secret: Option<Secret>,
+    /// Several signing secrets, each until its `expires`: exclusive with
+    /// `signing_secret`.
+    #[serde(default)]
+    pub signing_secrets: Vec<RotatedSecret>,
     #[serde(default = "default_tolerance")]
     pub signature_tolerance: Dur<1_000, 3_600_000>,
     pub max_body: Option<Int<1, { 64 * MIB }>>,
@@ -490,9 +498,13 @@ pub struct SinkConfig {
     pub retry_4xx: bool,
     /// Standard Webhooks signing secret (`whsec_<base64>`) for deliveries.
     pub signing_secret: Option<Secret>,
-    /// The decoded `signing_secret`, filled in by the config check.
+    /// Several, each until its `expires`: a delivery carries one signature
+    /// per unexpired one. Exclusive with `signing_secret`.
+    #[serde(default)]
+    pub signing_secrets: Vec<RotatedSecret>,
+    /// The decoded secrets, filled in by the config check.
     #[serde(skip)]
-    pub signing_key: Option<Vec<u8>>,
+    pub signing_keys: Vec<Expiring<Vec<u8>>>,
     /// `[sources.sinks.breaker]`: the sink's circuit breaker; none (off)
     /// when absent.
     pub breaker: Option<BreakerSection>,
@@ -599,6 +611,115 @@ fn de_opt_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D:
     de_addr(d).map(Some)
 }
 
+/// Secrets one configuration key may list at most (a rotation needs two;
+/// a few more allow a staged one).
+pub const MAX_ROTATED: usize = 8;
+
+/// An RFC 3339 instant (`"2026-12-08T12:00:00Z"`), read as Unix
+/// milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp(pub u64);
+
+impl<'de> Deserialize<'de> for Stamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let t = humantime::parse_rfc3339_weak(s.trim()).map_err(|e| {
+            D::Error::custom(format!(
+                "`{s}` is not an RFC 3339 time ({e}); write e.g. \"2026-12-08T12:00:00Z\""
+            ))
+        })?;
+        let ms = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| D::Error::custom(format!("`{s}` is before 1970")))?
+            .as_millis();
+        Ok(Stamp(u64::try_from(ms).unwrap_or(u64::MAX)))
+    }
+}
+
+/// One entry of `signing_secrets`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotatedSecret {
+    pub secret: Secret,
+    /// Not accepted (or not signed with) from this instant on.
+    pub expires: Option<Stamp>,
+}
+
+/// One entry of a source's `tokens`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotatedToken {
+    pub token: Secret,
+    pub expires: Option<Stamp>,
+}
+
+/// A secret (a key or a token digest) and when it stops counting.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Expiring<T> {
+    pub value: T,
+    /// Unix ms; `None`: never.
+    pub expires_at: Option<u64>,
+}
+
+impl<T> Expiring<T> {
+    pub fn never(value: T) -> Expiring<T> {
+        Expiring {
+            value,
+            expires_at: None,
+        }
+    }
+
+    /// Whether it still counts at `now_ms`.
+    pub fn live(&self, now_ms: u64) -> bool {
+        self.expires_at.is_none_or(|at| now_ms < at)
+    }
+}
+
+impl<T> fmt::Debug for Expiring<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<redacted, expires {:?}>", self.expires_at)
+    }
+}
+
+/// The values of `list` that count at `now_ms`.
+pub fn live<T>(list: &[Expiring<T>], now_ms: u64) -> impl Iterator<Item = &T> {
+    list.iter()
+        .filter(move |e| e.live(now_ms))
+        .map(|e| &e.value)
+}
+
+/// A key's one secret or its rotated list, decoded by `decode`; the two
+/// spellings are exclusive.
+fn rotated<T>(
+    key: &str,
+    one: Option<&Secret>,
+    many: &[(Secret, Option<Stamp>)],
+    decode: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<Expiring<T>>, String> {
+    match (one, many.is_empty()) {
+        (Some(_), false) => Err(format!(
+            "{key} and {key}s are exclusive: list every one in {key}s"
+        )),
+        (Some(Secret(s)), true) => Ok(vec![Expiring::never(
+            decode(s).map_err(|m| format!("{key}: {m}"))?,
+        )]),
+        (None, _) if many.len() > MAX_ROTATED => Err(format!(
+            "{key}s lists {} entries, the limit is {MAX_ROTATED}",
+            many.len()
+        )),
+        (None, _) => many
+            .iter()
+            .enumerate()
+            .map(|(i, (Secret(s), exp))| {
+                Ok(Expiring {
+                    value: decode(s).map_err(|m| format!("{key}s[{i}]: {m}"))?,
+                    expires_at: exp.map(|e| e.0),
+                })
+            })
+            .collect(),
+    }
+}
+
 /// How a source finds the tenant of a hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TenantRule {
@@ -614,11 +735,14 @@ pub enum TenantRule {
 pub struct Source {
     pub id: String,
     pub tenant: TenantRule,
-    /// SHA-256 of the ingest token: compared in constant time against the
+    /// SHA-256 of each ingest token: compared in constant time against the
     /// digest of the presented one, so neither content nor length leaks.
-    pub token_digest: Option<[u8; 32]>,
-    /// The decoded HMAC key of the Standard Webhooks signing secret.
-    pub signing_key: Option<Vec<u8>>,
+    /// Empty: no token needed. Any unexpired one is accepted.
+    pub tokens: Vec<Expiring<[u8; 32]>>,
+    /// The decoded HMAC keys of the Standard Webhooks signing secrets.
+    /// Empty: no signature needed. A signature by any unexpired one is
+    /// accepted.
+    pub signing_keys: Vec<Expiring<Vec<u8>>>,
     pub signature_tolerance: Duration,
     pub max_body: usize,
     /// Request headers stored with each hook (lowercase), content-type and
@@ -677,11 +801,8 @@ impl fmt::Debug for Source {
         f.debug_struct("Source")
             .field("id", &self.id)
             .field("tenant", &self.tenant)
-            .field("token", &self.token_digest.map(|_| "<redacted>"))
-            .field(
-                "signing_secret",
-                &self.signing_key.as_ref().map(|_| "<redacted>"),
-            )
+            .field("tokens", &self.tokens)
+            .field("signing_secrets", &self.signing_keys)
             .field("weight", &self.weight)
             .field("sinks", &self.sinks.len())
             .finish()
@@ -892,24 +1013,30 @@ fn check_source(
         ),
         (None, None) => TenantRule::Fixed(ankusa_store::tenants::DEFAULT_TENANT.to_owned()),
     };
-    let token_digest = match s.token {
-        None => None,
-        Some(Secret(t)) => {
-            if t.len() < 8 || !t.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(format!(
-                    "source `{id}`: sources.token must be at least 8 printable ASCII characters without spaces"
-                ));
-            }
-            Some(ankusa_ops::access::digest(t.as_bytes()))
+    let many: Vec<_> = s
+        .tokens
+        .iter()
+        .map(|t| (t.token.clone(), t.expires))
+        .collect();
+    let tokens = rotated("token", s.token.as_ref(), &many, |t| {
+        if t.len() < 8 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("must be at least 8 printable ASCII characters without spaces".into());
         }
-    };
-    let signing_key = match s.signing_secret {
-        None => None,
-        Some(Secret(sec)) => Some(
-            crate::signature::decode_secret(&sec)
-                .map_err(|m| format!("source `{id}`: sources.signing_secret: {m}"))?,
-        ),
-    };
+        Ok(ankusa_ops::access::digest(t.as_bytes()))
+    })
+    .map_err(|m| format!("source `{id}`: sources.{m}"))?;
+    let many: Vec<_> = s
+        .signing_secrets
+        .iter()
+        .map(|k| (k.secret.clone(), k.expires))
+        .collect();
+    let signing_keys = rotated(
+        "signing_secret",
+        s.signing_secret.as_ref(),
+        &many,
+        crate::signature::decode_secret,
+    )
+    .map_err(|m| format!("source `{id}`: sources.{m}"))?;
     if s.forward_headers.len() > MAX_FORWARD_HEADERS {
         return Err(format!(
             "source `{id}`: sources.forward_headers lists {} headers, the limit is {MAX_FORWARD_HEADERS}",
@@ -953,12 +1080,18 @@ fn check_source(
                 ));
             }
         }
-        if let Some(Secret(sec)) = &sink.signing_secret {
-            sink.signing_key =
-                Some(crate::signature::decode_secret(sec).map_err(|m| {
-                    format!("source `{id}`: sources.sinks[{i}].signing_secret: {m}")
-                })?);
-        }
+        let many: Vec<_> = sink
+            .signing_secrets
+            .iter()
+            .map(|k| (k.secret.clone(), k.expires))
+            .collect();
+        sink.signing_keys = rotated(
+            "signing_secret",
+            sink.signing_secret.as_ref(),
+            &many,
+            crate::signature::decode_secret,
+        )
+        .map_err(|m| format!("source `{id}`: sources.sinks[{i}].{m}"))?;
         let url = reqwest::Url::parse(&sink.url)
             .map_err(|e| format!("source `{id}`: sources.sinks[{i}].url `{}`: {e}", sink.url))?;
         if url.scheme() != "http" && url.scheme() != "https" {
@@ -987,8 +1120,8 @@ fn check_source(
     Ok(Source {
         id,
         tenant,
-        token_digest,
-        signing_key,
+        tokens,
+        signing_keys,
         signature_tolerance: s.signature_tolerance.0,
         max_body: to_usize(s.max_body.map_or(http_max_body, |m| m.0)),
         keep_headers,
@@ -1319,8 +1452,62 @@ url = "http://127.0.0.1:9000/hooks"
             "{dbg}"
         );
         assert_eq!(
-            s.sources[0].signing_key.as_deref(),
-            Some(&b"0123456789abcdef0123"[..])
+            s.sources[0].signing_keys,
+            vec![Expiring::never(b"0123456789abcdef0123".to_vec())]
+        );
+    }
+
+    #[test]
+    fn secrets_and_tokens_rotate_with_an_expiry() {
+        let (a, b) = (
+            encode_secret(b"0123456789abcdef0123"),
+            encode_secret(b"fedcba98765432100123"),
+        );
+        let text = MINIMAL.replace(
+            "id = \"shop\"",
+            &format!(
+                "id = \"shop\"\ntokens = [{{ token = \"tok-new-123\" }}, {{ token = \"tok-old-123\", expires = \"2026-12-08T12:00:00Z\" }}]\n\
+                 signing_secrets = [{{ secret = \"{a}\" }}, {{ secret = \"{b}\", expires = \"2026-12-08T12:00:00Z\" }}]"
+            ),
+        ) + &format!("signing_secrets = [{{ secret = \"{b}\" }}]\n");
+        let s = parse(&text).unwrap();
+        let src = &s.sources[0];
+        let at = 1_796_731_200_000; // 2026-12-08T12:00:00Z
+        assert_eq!(src.tokens.len(), 2);
+        assert_eq!(src.tokens[1].expires_at, Some(at));
+        assert_eq!(live(&src.tokens, at - 1).count(), 2);
+        assert_eq!(live(&src.tokens, at).count(), 1, "expired at the instant");
+        assert_eq!(src.signing_keys[0].value, b"0123456789abcdef0123");
+        assert_eq!(src.sinks[0].signing_keys.len(), 1);
+        let dbg = format!("{src:?}");
+        assert!(!dbg.contains("tok-new") && !dbg.contains(&a), "{dbg}");
+
+        let both = MINIMAL.replace(
+            "id = \"shop\"",
+            &format!("id = \"shop\"\nsigning_secret = \"{a}\"\nsigning_secrets = [{{ secret = \"{b}\" }}]"),
+        );
+        let e = parse(&both).unwrap_err().to_string();
+        assert!(
+            e.contains("signing_secret and signing_secrets are exclusive"),
+            "{e}"
+        );
+        let bad_time = MINIMAL.replace(
+            "id = \"shop\"",
+            "id = \"shop\"\ntokens = [{ token = \"tok-new-123\", expires = \"tomorrow\" }]",
+        );
+        let e = parse(&bad_time).unwrap_err().to_string();
+        assert!(
+            e.contains("not an RFC 3339 time") && e.contains("line 7"),
+            "{e}"
+        );
+        let short = MINIMAL.replace(
+            "id = \"shop\"",
+            "id = \"shop\"\ntokens = [{ token = \"short\" }]",
+        );
+        let e = parse(&short).unwrap_err().to_string();
+        assert!(
+            e.contains("sources.tokens[0]: must be at least 8") && !e.contains("short"),
+            "{e}"
         );
     }
 

@@ -30,7 +30,7 @@ use ankusa_store::{queries, transitions, Batch, HookId, InflightRow, Store, Stor
 use base64::Engine as _;
 use hmac::Mac as _;
 
-use super::config::SinkConfig;
+use super::config::{live, SinkConfig};
 use super::metrics::Metrics;
 use super::recorder::{RecordError, Recorder};
 use super::reload::{Live, SinkHandle};
@@ -334,6 +334,28 @@ impl Deliverer {
         // The id the client was given: a sink deduplicates on it, so it must
         // be unique across the fleet (docs/fleet.md).
         let id = HookId(row.seq).public(self.store.node());
+        // One signature per unexpired secret, in the one header (Standard
+        // Webhooks lets a receiver accept any): a receiver mid-rotation
+        // verifies with whichever secret it has. A sink whose every secret
+        // has expired is not called unsigned.
+        let ts = self.clock.now_ms() / 1000;
+        let signature = if sink.signing_keys.is_empty() {
+            None
+        } else {
+            let sigs: Vec<String> = live(&sink.signing_keys, self.clock.now_ms())
+                .filter_map(|key| sign(key, &id, ts, &env.body))
+                .collect();
+            if sigs.is_empty() {
+                return Verdict::Retry {
+                    status: 0,
+                    error: "every signing secret of the sink has expired: add one \
+                            (sources.sinks.signing_secrets) and reload"
+                        .into(),
+                    retry_after: None,
+                };
+            }
+            Some(sigs.join(" "))
+        };
         let mut req = self
             .client
             .post(&sink.url)
@@ -345,7 +367,7 @@ impl Deliverer {
                 continue;
             }
             // A signed delivery carries our own Standard Webhooks headers.
-            if sink.signing_key.is_some() && lower.starts_with("webhook-") {
+            if signature.is_some() && lower.starts_with("webhook-") {
                 continue;
             }
             req = req.header(name.as_str(), value.as_slice());
@@ -354,14 +376,11 @@ impl Deliverer {
             .header("ankusa-hook-id", id.as_str())
             .header("ankusa-attempt", attempt.to_string())
             .header("ankusa-tenant", env.tenant.as_str());
-        if let Some(key) = &sink.signing_key {
-            let ts = self.clock.now_ms() / 1000;
-            if let Some(sig) = sign(key, &id, ts, &env.body) {
-                req = req
-                    .header("webhook-id", id.as_str())
-                    .header("webhook-timestamp", ts.to_string())
-                    .header("webhook-signature", sig);
-            }
+        if let Some(sig) = signature {
+            req = req
+                .header("webhook-id", id.as_str())
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", sig);
         }
         let resp = match req.send().await {
             Ok(r) => r,
@@ -464,7 +483,8 @@ mod tests {
             retry_after_max: Dur(Duration::from_millis(5000)),
             retry_4xx: false,
             signing_secret: None,
-            signing_key: None,
+            signing_secrets: Vec::new(),
+            signing_keys: Vec::new(),
             breaker: None,
             retired: false,
         }

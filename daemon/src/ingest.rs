@@ -35,7 +35,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use super::clock::SharedClock;
-use super::config::{Source, TenantRule};
+use super::config::{live, Source, TenantRule};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::signature::{self, SignatureError, Signed};
@@ -302,7 +302,7 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
         .await
         .map_err(refuse)?;
 
-    if let Some(key) = &admitted.source.signing_key {
+    if !admitted.source.signing_keys.is_empty() {
         let s = signed.as_ref().map(|(id, ts, sig)| Signed {
             id,
             timestamp: ts,
@@ -312,7 +312,9 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
             return Err(refuse(Outcome::SignatureMissing));
         };
         let tolerance = admitted.source.signature_tolerance.as_secs();
-        signature::verify(key, s, &body, app.clock.now_ms(), tolerance).map_err(|e| {
+        let now = app.clock.now_ms();
+        let keys = live(&admitted.source.signing_keys, now).map(Vec::as_slice);
+        signature::verify_any(keys, s, &body, now, tolerance).map_err(|e| {
             refuse(match e {
                 SignatureError::Stale => Outcome::SignatureStale,
                 SignatureError::Invalid => Outcome::SignatureInvalid,
@@ -395,13 +397,19 @@ pub(super) fn admit_source(
         .cloned()
         .ok_or(Outcome::SourceUnknown)?;
     unambiguous(&source, h)?;
-    if let Some(expected) = &source.token_digest {
+    if !source.tokens.is_empty() {
         let presented = h
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes())
             .ok_or(Outcome::TokenMissing)?;
         let token = strip_bearer(presented).ok_or(Outcome::TokenInvalid)?;
-        if !signature::token_matches(token, expected) {
+        // Every unexpired token is compared (no early exit), so the time
+        // taken says nothing about which one, if any, matched.
+        let now = app.clock.now_ms();
+        let matched = live(&source.tokens, now).fold(false, |m, expected| {
+            signature::token_matches(token, expected) | m
+        });
+        if !matched {
             return Err(Outcome::TokenInvalid);
         }
     }

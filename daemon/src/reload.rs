@@ -37,7 +37,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use super::clock::SharedClock;
-use super::config::{AdminSettings, ConfigError, Settings, SinkConfig, Source};
+use super::config::{AdminSettings, ConfigError, Expiring, Settings, SinkConfig, Source};
 use super::metrics::Metrics;
 
 /// What a reload reads from: one generation of the live configuration.
@@ -287,12 +287,8 @@ fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
     if a.retry_4xx != b.retry_4xx {
         d.push(format!("retry_4xx {} -> {}", a.retry_4xx, b.retry_4xx));
     }
-    if a.signing_key != b.signing_key {
-        d.push(secret_change(
-            "signing_secret",
-            &a.signing_key,
-            &b.signing_key,
-        ));
+    if let Some(c) = secrets_change("signing_secret", &a.signing_keys, &b.signing_keys) {
+        d.push(c);
     }
     if format!("{:?}", a.breaker) != format!("{:?}", b.breaker) {
         d.push(match (&a.breaker, &b.breaker) {
@@ -311,12 +307,46 @@ fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
     d
 }
 
-fn secret_change<T: PartialEq>(key: &str, a: &Option<T>, b: &Option<T>) -> String {
-    match (a, b) {
-        (None, Some(_)) => format!("{key} set"),
-        (Some(_), None) => format!("{key} removed"),
-        _ => format!("{key} changed"),
+/// How a key's secrets changed, naming none of them: one secret for
+/// another is `changed`; a rotation lists what it added, removed and
+/// re-dated.
+fn secrets_change<T: PartialEq>(key: &str, a: &[Expiring<T>], b: &[Expiring<T>]) -> Option<String> {
+    if a == b {
+        return None;
     }
+    Some(match (a, b) {
+        ([], _) => format!("{key} set"),
+        (_, []) => format!("{key} removed"),
+        ([x], [y]) if x.value != y.value => format!("{key} changed"),
+        _ => {
+            let added = b
+                .iter()
+                .filter(|x| !a.iter().any(|y| y.value == x.value))
+                .count();
+            let removed = a
+                .iter()
+                .filter(|x| !b.iter().any(|y| y.value == x.value))
+                .count();
+            let redated = b
+                .iter()
+                .filter(|x| {
+                    a.iter()
+                        .any(|y| y.value == x.value && y.expires_at != x.expires_at)
+                })
+                .count();
+            let mut parts = Vec::new();
+            for (n, what) in [
+                (added, "added"),
+                (removed, "removed"),
+                (redated, "with a new expiry"),
+            ] {
+                if n > 0 {
+                    parts.push(format!("{n} {what}"));
+                }
+            }
+            format!("{key}s: {}", parts.join(", "))
+        }
+    })
 }
 
 fn source_details(a: &Source, b: &Source) -> Vec<String> {
@@ -324,15 +354,11 @@ fn source_details(a: &Source, b: &Source) -> Vec<String> {
     if a.tenant != b.tenant {
         d.push("tenant rule changed".into());
     }
-    if a.token_digest != b.token_digest {
-        d.push(secret_change("token", &a.token_digest, &b.token_digest));
+    if let Some(c) = secrets_change("token", &a.tokens, &b.tokens) {
+        d.push(c);
     }
-    if a.signing_key != b.signing_key {
-        d.push(secret_change(
-            "signing_secret",
-            &a.signing_key,
-            &b.signing_key,
-        ));
+    if let Some(c) = secrets_change("signing_secret", &a.signing_keys, &b.signing_keys) {
+        d.push(c);
     }
     if a.signature_tolerance != b.signature_tolerance {
         d.push(format!(

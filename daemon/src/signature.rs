@@ -95,6 +95,18 @@ pub fn verify(
     now_ms: u64,
     tolerance_s: u64,
 ) -> Result<(), SignatureError> {
+    verify_any([key], signed, body, now_ms, tolerance_s)
+}
+
+/// [`verify`] against several keys (a rotation): an entry made with any one
+/// of them is enough. No key at all verifies nothing.
+pub fn verify_any<'k>(
+    keys: impl IntoIterator<Item = &'k [u8]>,
+    signed: Signed<'_>,
+    body: &[u8],
+    now_ms: u64,
+    tolerance_s: u64,
+) -> Result<(), SignatureError> {
     let ts: u64 = signed
         .timestamp
         .trim()
@@ -104,22 +116,20 @@ pub fn verify(
     if now_s.abs_diff(ts) > tolerance_s {
         return Err(SignatureError::Stale);
     }
-    let mut mac =
-        mac_for(key, signed.id, signed.timestamp.trim()).ok_or(SignatureError::Invalid)?;
-    mac.update(body);
-    for entry in signed
+    let tags: Vec<Vec<u8>> = signed
         .signature
         .split_ascii_whitespace()
         .take(MAX_SIGNATURES)
-    {
-        let Some(b64) = entry.strip_prefix("v1,") else {
+        .filter_map(|entry| entry.strip_prefix("v1,"))
+        .filter_map(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .collect();
+    for key in keys {
+        let Some(mut mac) = mac_for(key, signed.id, signed.timestamp.trim()) else {
             continue;
         };
-        let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(b64) else {
-            continue;
-        };
+        mac.update(body);
         // `verify_slice` consumes the MAC; clone so every entry is tried.
-        if mac.clone().verify_slice(&tag).is_ok() {
+        if tags.iter().any(|tag| mac.clone().verify_slice(tag).is_ok()) {
             return Ok(());
         }
     }
@@ -223,5 +233,30 @@ mod tests {
         assert!(token_matches(b"token-123456", &d));
         assert!(!token_matches(b"token-12345", &d));
         assert!(!token_matches(b"", &d));
+    }
+
+    #[test]
+    fn any_of_several_keys_verifies_and_none_verifies_nothing() {
+        let other: &[u8] = b"another key of decent length";
+        let now_ms = 1_700_000_000_000;
+        let ts = (now_ms / 1000).to_string();
+        let sig = crate::delivery::sign(other, "msg_1", now_ms / 1000, b"body").unwrap();
+        let s = signed("msg_1", &ts, &sig);
+        assert_eq!(verify_any([KEY, other], s, b"body", now_ms, 300), Ok(()));
+        assert_eq!(
+            verify_any([KEY], signed("msg_1", &ts, &sig), b"body", now_ms, 300),
+            Err(SignatureError::Invalid)
+        );
+        assert_eq!(
+            verify_any(
+                std::iter::empty(),
+                signed("msg_1", &ts, &sig),
+                b"body",
+                now_ms,
+                300
+            ),
+            Err(SignatureError::Invalid),
+            "every key expired: nothing is accepted"
+        );
     }
 }
