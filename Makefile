@@ -1,6 +1,6 @@
 # Ankusa: `make demo` and `make test` install what they need on Debian/Ubuntu
 # (the RocksDB bindings need libclang and a C++ compiler; the fleet test needs
-# haproxy), then run cargo.
+# haproxy; the alert rules' tests need promtool), then run cargo.
 
 SHELL := /bin/bash
 # Reuse one compiled RocksDB across clones, sessions and CI runs.
@@ -29,6 +29,7 @@ test: prereqs lint
 	$(CARGO) test --workspace
 	python3 fairness/scripts/mutate_guards.py
 	./scripts/verify-unit.sh $(ANKUSA)
+	./scripts/check-alerts.sh
 	$(ANKUSA) bench gauges --quick
 	$(ANKUSA) bench migrate --quick
 	$(ANKUSA) bench fairness --quick

@@ -17,6 +17,8 @@ command -v c++ >/dev/null 2>&1 || need+=(g++)
 # The fleet test (tests/it/fleet.rs) runs two daemons behind a real HAProxy
 # with the documented configuration (docs/fleet/haproxy.cfg).
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+# The alert rules (dist/prometheus) are checked and unit-tested by promtool.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v cargo >/dev/null 2>&1 || { echo "prereqs: cargo is missing; install Rust from https://rustup.rs" >&2; exit 1; }
 
@@ -35,6 +37,6 @@ if command -v apt-get >/dev/null 2>&1; then
   $SUDO apt-get install -y --no-install-recommends "${need[@]}" \
     || { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends "${need[@]}"; }
 else
-  echo "prereqs: please install: ${need[*]} (libclang and a C++ compiler for the RocksDB bindings, haproxy for the fleet test)" >&2
+  echo "prereqs: please install: ${need[*]} (libclang and a C++ compiler for the RocksDB bindings, haproxy for the fleet test, promtool from prometheus for the alert rules)" >&2
   exit 1
 fi

@@ -182,3 +182,63 @@ async fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
     let status = d.stop_wait();
     assert!(status.success(), "{status}");
 }
+
+/// Every metric the alert rules and the Grafana dashboard (dist/prometheus)
+/// name exists on a real daemon's /metrics (a rule on a misspelt or removed
+/// metric never fires: it would pass promtool and alert nobody), and every
+/// recording rule the dashboard uses is defined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alert_rules_and_the_dashboard_name_only_metrics_the_daemon_serves() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/prometheus");
+    let rules = std::fs::read_to_string(root.join("ankusa.rules.yml")).unwrap();
+    let dashboard = std::fs::read_to_string(root.join("ankusa-dashboard.json")).unwrap();
+    let names = |text: &str, prefix: &str| -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut rest = text;
+        while let Some(i) = rest.find(prefix) {
+            let tail = &rest[i..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(tail.len());
+            out.insert(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        out
+    };
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::write_config(
+        dir.path(),
+        &crate::common::config_with(
+            "",
+            "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n[sources.sinks.breaker]\nfailures = 3\n",
+        ),
+    );
+    let d = crate::common::Daemon::start(dir.path());
+    let c = crate::common::client();
+    let r = c.post(d.url("shop")).body("{}").send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let served = crate::common::metrics_text(&c, &d).await;
+    let served: std::collections::BTreeSet<&str> = served
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let mut missing = Vec::new();
+    for (file, text) in [("rules", &rules), ("dashboard", &dashboard)] {
+        for name in names(text, "ankusa_") {
+            if !served.contains(name.as_str()) {
+                missing.push(format!("{file}: {name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "named but not served: {missing:?}");
+    let recorded = names(&rules, "ankusa:");
+    for used in names(&dashboard, "ankusa:") {
+        assert!(
+            recorded.contains(&used),
+            "the dashboard uses {used}, which no rule records"
+        );
+    }
+    assert!(recorded.len() >= 5, "{recorded:?}");
+    d.stop_clean();
+}
