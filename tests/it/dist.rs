@@ -119,6 +119,20 @@ fn bash_completes_every_subcommand_and_each_command_has_a_man_page() {
     assert_eq!(stdout(&["man"]), top);
 }
 
+/// A source whose one sink nobody answers.
+const ONE_SOURCE: &str =
+    "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n";
+
+/// A fake `NOTIFY_SOCKET` in `dir`: the datagram socket systemd would read,
+/// each read bounded by a minute.
+fn notify_socket(dir: &std::path::Path) -> (std::os::unix::net::UnixDatagram, std::path::PathBuf) {
+    let path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    (sock, path)
+}
+
 /// The `Type=notify` unit (dist/systemd/ankusa.service): with a fake
 /// `NOTIFY_SOCKET` (a unix datagram socket this test reads), the daemon
 /// sends `READY=1` once it accepts hooks (a hook posted as soon as the
@@ -128,19 +142,9 @@ fn bash_completes_every_subcommand_and_each_command_has_a_man_page() {
 /// test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_tells_systemd_when_it_is_ready_and_when_it_stops() {
-    use std::os::unix::net::UnixDatagram;
     let dir = tempfile::tempdir().unwrap();
-    let sock_path = dir.path().join("notify.sock");
-    let sock = UnixDatagram::bind(&sock_path).unwrap();
-    sock.set_read_timeout(Some(std::time::Duration::from_secs(60)))
-        .unwrap();
-    crate::common::write_config(
-        dir.path(),
-        &crate::common::config_with(
-            "",
-            "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n",
-        ),
-    );
+    let (sock, sock_path) = notify_socket(dir.path());
+    crate::common::write_config(dir.path(), &crate::common::config_with("", ONE_SOURCE));
     let d = crate::common::Daemon::start_env(
         dir.path(),
         &[("NOTIFY_SOCKET", sock_path.to_str().unwrap())],
@@ -241,4 +245,142 @@ async fn the_alert_rules_and_the_dashboard_name_only_metrics_the_daemon_serves()
     }
     assert!(recorded.len() >= 5, "{recorded:?}");
     d.stop_clean();
+}
+
+/// The Debian package (scripts/build-deb.sh): built from the binary under
+/// test, it holds the binary, the unit (pointing at /usr/bin), the example
+/// configuration as a conffile (valid as shipped: `ankusa config check`
+/// passes on it), the man pages, the completions and the alerting kit, and
+/// its postinst creates the system user. Skipped with a message where
+/// dpkg-deb is missing.
+#[test]
+fn the_debian_package_holds_the_binary_the_unit_the_config_and_the_docs() {
+    if std::process::Command::new("dpkg-deb")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("dpkg-deb not found: the package test is skipped");
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tempfile::tempdir().unwrap();
+    let built = std::process::Command::new(root.join("scripts/build-deb.sh"))
+        .arg(crate::common::BIN)
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let deb = String::from_utf8(built.stdout).unwrap().trim().to_owned();
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new("dpkg-deb")
+            .args(args)
+            .arg(&deb)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let listing = run(&["-c"]);
+    for path in [
+        "./usr/bin/ankusa",
+        "./lib/systemd/system/ankusa.service",
+        "./etc/ankusa/ankusa.toml",
+        "./usr/share/man/man1/ankusa.1.gz",
+        "./usr/share/man/man1/ankusa-serve.1.gz",
+        "./usr/share/man/man1/ankusa-config-reload.1.gz",
+        "./usr/share/bash-completion/completions/ankusa",
+        "./usr/share/zsh/vendor-completions/_ankusa",
+        "./usr/share/fish/vendor_completions.d/ankusa.fish",
+        "./usr/share/ankusa/prometheus/ankusa.rules.yml",
+        "./usr/share/ankusa/prometheus/ankusa-dashboard.json",
+        "./usr/share/doc/ankusa/docs/alerts.md",
+    ] {
+        assert!(
+            listing.lines().any(|l| l.ends_with(path)),
+            "{path} missing from the package:\n{listing}"
+        );
+    }
+    assert!(
+        listing.lines().all(|l| l.contains("root/root")),
+        "every file owned by root:\n{listing}"
+    );
+    let field = |name: &str| {
+        let o = std::process::Command::new("dpkg-deb")
+            .args(["-f", &deb, name])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_owned()
+    };
+    assert_eq!(field("Package"), "ankusa");
+    assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
+    let control = out.path().join("control");
+    let e = std::process::Command::new("dpkg-deb")
+        .args(["-e", &deb, control.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(e.success());
+    let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
+    assert!(postinst.contains("adduser --system --group"), "{postinst}");
+    assert_eq!(
+        std::fs::read_to_string(control.join("conffiles")).unwrap(),
+        "/etc/ankusa/ankusa.toml\n"
+    );
+    let files = out.path().join("files");
+    let x = std::process::Command::new("dpkg-deb")
+        .args(["-x", &deb, files.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(x.success());
+    let unit = std::fs::read_to_string(files.join("lib/systemd/system/ankusa.service")).unwrap();
+    assert!(
+        unit.contains("ExecStart=/usr/bin/ankusa serve --config /etc/ankusa/ankusa.toml"),
+        "{unit}"
+    );
+    let cfg = files.join("etc/ankusa/ankusa.toml");
+    let checked = crate::common::ankusa(&["config", "check", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(String::from_utf8_lossy(&checked.stdout).contains("valid ("));
+}
+
+/// `WatchdogSec=`: with `WATCHDOG_USEC` set (300 ms here), the daemon sends
+/// `WATCHDOG=1` every half interval while its writer and dispatcher turn.
+#[test]
+fn the_daemon_feeds_the_systemd_watchdog_while_it_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sock, sock_path) = notify_socket(dir.path());
+    crate::common::write_config(
+        dir.path(),
+        &crate::common::config_dispatching("tick = \"50ms\"", "", ONE_SOURCE),
+    );
+    let d = crate::common::Daemon::start_env(
+        dir.path(),
+        &[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "300000"),
+        ],
+    );
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 512];
+    let mut fed = 0;
+    while fed < 5 {
+        let n = sock.recv(&mut buf).expect("a notification within 60 s");
+        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if msg.lines().any(|l| l == "WATCHDOG=1") {
+            fed += 1;
+        }
+    }
+    // Five pings at one per 150 ms: well under the minute a stuck daemon
+    // would take to fail the read above.
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert!(d.stop().success());
 }
