@@ -755,6 +755,21 @@ pub struct Source {
     pub sinks: Vec<SinkConfig>,
 }
 
+/// `scheme://host[:port]` of a sink's URL: what may be shown or stored of
+/// it (a path or query may carry a secret). Empty for a URL that does not
+/// parse, which the config check refuses.
+pub fn endpoint(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .map(|u| {
+            let host = u.host_str().unwrap_or("");
+            match u.port() {
+                Some(p) => format!("{}://{host}:{p}", u.scheme()),
+                None => format!("{}://{host}", u.scheme()),
+            }
+        })
+        .unwrap_or_default()
+}
+
 impl Source {
     /// The positions a new hook of this source owes rows to: every sink but
     /// the retired ones.
@@ -776,15 +791,7 @@ impl Source {
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                let endpoint = reqwest::Url::parse(&k.url)
-                    .map(|u| {
-                        let host = u.host_str().unwrap_or("");
-                        match u.port() {
-                            Some(p) => format!("{}://{host}:{p}", u.scheme()),
-                            None => format!("{}://{host}", u.scheme()),
-                        }
-                    })
-                    .unwrap_or_default();
+                let endpoint = endpoint(&k.url);
                 ankusa_store::sinks::SinkEntry {
                     source: self.id.clone(),
                     index: u16::try_from(i).unwrap_or(u16::MAX),

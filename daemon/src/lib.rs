@@ -345,6 +345,7 @@ impl Daemon {
             clock,
             announce,
         } = self;
+        let writer_beats = writer.beats();
         let writer_thread = writer
             .spawn()
             .map_err(DaemonError::io("cannot start the writer thread"))?;
@@ -434,6 +435,18 @@ impl Daemon {
             let _ = stop_tx.send(true);
         });
         let hangups = tokio::spawn(reload::on_sighup(reloader.clone(), hup, stop_rx.clone()));
+        let watchdog = notify::watchdog_interval()
+            .filter(|_| announce)
+            .map(|every| {
+                let watched = notify::Watched {
+                    writer: writer_beats,
+                    ticks: settings
+                        .dispatch
+                        .enabled
+                        .then(|| (metrics.clone(), settings.dispatch.tick)),
+                };
+                tokio::spawn(notify::watchdog(every, watched, stop_rx.clone()))
+            });
         let recovery = tokio::spawn(health::recover_loop(
             store.clone(),
             metrics.clone(),
@@ -549,6 +562,9 @@ impl Daemon {
         admin_state.jobs.shutdown().await;
         let _ = recovery.await;
         let _ = hangups.await;
+        if let Some(w) = watchdog {
+            let _ = w.await;
+        }
         if settings.admin.socket {
             let _ = std::fs::remove_file(ankusa_ops::socket_path(&settings.store_path));
         }

@@ -37,7 +37,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use super::clock::SharedClock;
-use super::config::{AdminSettings, ConfigError, Expiring, Settings, SinkConfig, Source};
+use super::config::{endpoint, AdminSettings, ConfigError, Expiring, Settings, SinkConfig, Source};
 use super::metrics::Metrics;
 
 /// What a reload reads from: one generation of the live configuration.
@@ -241,15 +241,6 @@ fn sink_label(source: &str, index: usize, k: &SinkConfig) -> String {
         "{source}/{}",
         k.name.clone().unwrap_or_else(|| index.to_string())
     )
-}
-
-fn endpoint(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .map(|u| match u.port() {
-            Some(p) => format!("{}://{}:{p}", u.scheme(), u.host_str().unwrap_or("")),
-            None => format!("{}://{}", u.scheme(), u.host_str().unwrap_or("")),
-        })
-        .unwrap_or_else(|_| "an unparsable URL".into())
 }
 
 /// What differs between two sinks at one position. The URL is shown as
@@ -663,6 +654,14 @@ impl Reloader {
         // Breakers and the health board before the swap: a delivery to a
         // new sink finds its breaker.
         self.metrics.breakers.reconfigure(&new.sources);
+        // As at boot: a pause a breaker made stays when its breaker goes.
+        for scope in super::breaker::orphans(&self.store, &self.metrics.breakers)? {
+            tracing::warn!(
+                %scope,
+                "a circuit breaker paused this sink, which has no breaker configured now: \
+                 nothing will probe or resume it; resume it with `ankusa sinks resume`"
+            );
+        }
         self.metrics
             .sinks
             .reconfigure(new.sources.iter().map(|s| (s.id.as_str(), s.sinks.len())));

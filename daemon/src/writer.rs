@@ -36,10 +36,10 @@
 //!   with the only writer of entries instead.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ankusa_store::tenants::TenantAllocator;
 use ankusa_store::transitions::{self, IngestHook, SinkSet};
@@ -194,7 +194,14 @@ pub struct Writer {
     /// Sizes of the committed batches, for `bench ingest` (which replays
     /// the same batches straight to the store for its ceiling).
     pub batch_log: Option<Arc<Mutex<Vec<usize>>>>,
+    /// One more each turn of the loop (at least every [`BEAT`]): what the
+    /// systemd watchdog reads to know the writer thread is alive.
+    beats: Arc<AtomicU64>,
 }
+
+/// The longest the writer waits for a job before it turns its loop (and
+/// beats) anyway.
+pub const BEAT: Duration = Duration::from_secs(1);
 
 impl Writer {
     /// Loads the allocator and the sequence from the store and makes the
@@ -228,9 +235,15 @@ impl Writer {
                 queued_bytes,
                 loaded_at,
                 batch_log: None,
+                beats: Arc::new(AtomicU64::new(0)),
             },
             handle,
         ))
+    }
+
+    /// The writer loop's turn count (see [`BEAT`]).
+    pub fn beats(&self) -> Arc<AtomicU64> {
+        self.beats.clone()
     }
 
     /// Runs the writer on its own thread until every [`WriterHandle`] is
@@ -244,7 +257,10 @@ impl Writer {
     fn run(mut self) {
         let mut next_sweep = Instant::now() + self.settings.sweep_interval;
         loop {
-            let wait = next_sweep.saturating_duration_since(Instant::now());
+            self.beats.fetch_add(1, Ordering::Relaxed);
+            let wait = next_sweep
+                .saturating_duration_since(Instant::now())
+                .min(BEAT);
             match self.rx.recv_timeout(wait) {
                 Ok(first) => {
                     let jobs = self.gather(first);

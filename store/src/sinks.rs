@@ -1,10 +1,10 @@
 //! The sink catalog: which sinks the node delivers to, as the daemon last
-//! booted with them, so a console or command line on a stopped store can
+//! booted or reloaded with them, so a console or command line on a stopped store can
 //! name sinks (and resolve `source/name` to a position) without the
 //! daemon's configuration.
 //!
-//! Invariants: written only by the daemon at boot, replacing the whole
-//! catalog in one batch; at most [`MAX_SINKS`] entries; the URL is kept as
+//! Invariants: written only by the daemon, at boot and at each reload,
+//! replacing the whole catalog in one batch; at most [`MAX_SINKS`] entries; the URL is kept as
 //! its scheme, host and port only, since a path or query may carry a
 //! secret.
 //!
