@@ -606,7 +606,7 @@ impl Reloader {
         if self.notify {
             super::notify::reloading();
         }
-        let result = self.reload_locked(&mut applied, who);
+        let result = self.reload_locked(&mut applied);
         if self.notify {
             super::notify::ready();
         }
@@ -640,28 +640,17 @@ impl Reloader {
         result
     }
 
-    fn reload_locked(
-        &self,
-        applied: &mut Settings,
-        _who: &Principal,
-    ) -> Result<ReloadReport, ReloadError> {
+    /// The file is read and planned before anything changes; the one step
+    /// after that which can fail, the catalog write, goes first, so a
+    /// failure leaves the daemon as it was.
+    fn reload_locked(&self, applied: &mut Settings) -> Result<ReloadReport, ReloadError> {
         let new = Settings::load(&applied.config_path)?;
         let changes = plan(applied, &new, &mut |s: &str, i: u16| self.waiting(s, i))?;
-        // The store's catalog first: if it cannot be written, nothing
-        // changed yet.
         let catalog: Vec<_> = new.sources.iter().flat_map(|s| s.catalog()).collect();
         ankusa_store::sinks::replace(&self.store, &catalog)?;
         // Breakers and the health board before the swap: a delivery to a
         // new sink finds its breaker.
         self.metrics.breakers.reconfigure(&new.sources);
-        // As at boot: a pause a breaker made stays when its breaker goes.
-        for scope in super::breaker::orphans(&self.store, &self.metrics.breakers)? {
-            tracing::warn!(
-                %scope,
-                "a circuit breaker paused this sink, which has no breaker configured now: \
-                 nothing will probe or resume it; resume it with `ankusa sinks resume`"
-            );
-        }
         self.metrics
             .sinks
             .reconfigure(new.sources.iter().map(|s| (s.id.as_str(), s.sinks.len())));
@@ -669,6 +658,20 @@ impl Reloader {
         self.live.swap(Routes::new(generation, &new));
         let file = new.config_path.display().to_string();
         *applied = new;
+        // As at boot: a pause a breaker made stays when its breaker goes.
+        // After the swap, and only logged: the reload has happened.
+        match super::breaker::orphans(&self.store, &self.metrics.breakers) {
+            Ok(scopes) => {
+                for scope in scopes {
+                    tracing::warn!(
+                        %scope,
+                        "a circuit breaker paused this sink, which has no breaker configured now: \
+                         nothing will probe or resume it; resume it with `ankusa sinks resume`"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the pauses after the reload"),
+        }
         Ok(ReloadReport {
             applied: true,
             file,
