@@ -51,12 +51,7 @@ async fn start_sinks(s: Sinks) -> String {
     let app = axum::Router::new()
         .route("/{path}", axum::routing::post(take))
         .with_state(s);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    format!("http://{addr}")
+    common::serve_loopback(app).await
 }
 
 /// The file: `shop` with the given sinks (name, path, extra keys), and
@@ -473,11 +468,7 @@ async fn secrets_rotate_by_reload_with_an_overlap() {
     let app = axum::Router::new()
         .route("/in", axum::routing::post(receive))
         .with_state(rx.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sink = format!("http://{}/in", l.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let sink = format!("{}/in", common::serve_loopback(app).await);
     let (s1, s2) = (
         b"source-secret-one-0123".as_slice(),
         b"source-secret-two-4567".as_slice(),

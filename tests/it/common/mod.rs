@@ -233,6 +233,17 @@ pub fn store_check_when(store: &Path, when: &str) {
 }
 
 /// A `reqwest` client with short timeouts (a test must never hang).
+/// Serves `app` on a free loopback port (a test's sink); returns
+/// `http://127.0.0.1:PORT`.
+pub async fn serve_loopback(app: axum::Router) -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    format!("http://{addr}")
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
