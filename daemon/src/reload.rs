@@ -138,99 +138,56 @@ pub enum ReloadError {
 
 /// The keys a running daemon keeps from its boot: each change is named.
 fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut fixed = |key: &str, a: String, b: String| {
-        if a != b {
-            out.push(format!("{key} changed ({a} -> {b}): restart needed"));
-        }
-    };
-    fixed(
-        "store.path",
-        old.store_path.display().to_string(),
-        new.store_path.display().to_string(),
-    );
-    fixed(
-        "store.cache",
-        old.store_cache.to_string(),
-        new.store_cache.to_string(),
-    );
-    fixed(
-        "node.id",
-        format!("{:?}", old.node_id.as_ref().map(ToString::to_string)),
-        format!("{:?}", new.node_id.as_ref().map(ToString::to_string)),
-    );
-    fixed(
-        "http.listen",
-        old.listen.to_string(),
-        new.listen.to_string(),
-    );
-    fixed(
-        "http.max_body",
-        old.max_body.to_string(),
-        new.max_body.to_string(),
-    );
-    fixed(
-        "http.body_timeout",
-        format!("{:?}", old.body_timeout),
-        format!("{:?}", new.body_timeout),
-    );
-    fixed(
-        "http.max_requests",
-        old.max_requests.to_string(),
-        new.max_requests.to_string(),
-    );
-    fixed(
-        "http.max_connections",
-        old.max_connections.to_string(),
-        new.max_connections.to_string(),
-    );
-    fixed(
-        "http.header_timeout",
-        format!("{:?}", old.header_timeout),
-        format!("{:?}", new.header_timeout),
-    );
-    fixed(
-        "http.shutdown_timeout",
-        format!("{:?}", old.shutdown_timeout),
-        format!("{:?}", new.shutdown_timeout),
-    );
-    fixed(
-        "http.metrics",
-        old.metrics.to_string(),
-        new.metrics.to_string(),
-    );
-    fixed(
-        "admin.socket",
-        old.admin.socket.to_string(),
-        new.admin.socket.to_string(),
-    );
-    fixed(
-        "admin.listen",
-        format!("{:?}", old.admin.listen),
-        format!("{:?}", new.admin.listen),
-    );
+    // Each key as both files give it, shown the same way.
+    let key = |f: fn(&Settings) -> String| (f(old), f(new));
+    let keys: [(&str, (String, String)); 13] = [
+        ("store.path", key(|s| s.store_path.display().to_string())),
+        ("store.cache", key(|s| s.store_cache.to_string())),
+        (
+            "node.id",
+            key(|s| format!("{:?}", s.node_id.as_ref().map(ToString::to_string))),
+        ),
+        ("http.listen", key(|s| s.listen.to_string())),
+        ("http.max_body", key(|s| s.max_body.to_string())),
+        (
+            "http.body_timeout",
+            key(|s| format!("{:?}", s.body_timeout)),
+        ),
+        ("http.max_requests", key(|s| s.max_requests.to_string())),
+        (
+            "http.max_connections",
+            key(|s| s.max_connections.to_string()),
+        ),
+        (
+            "http.header_timeout",
+            key(|s| format!("{:?}", s.header_timeout)),
+        ),
+        (
+            "http.shutdown_timeout",
+            key(|s| format!("{:?}", s.shutdown_timeout)),
+        ),
+        ("http.metrics", key(|s| s.metrics.to_string())),
+        ("admin.socket", key(|s| s.admin.socket.to_string())),
+        ("admin.listen", key(|s| format!("{:?}", s.admin.listen))),
+    ];
+    let mut out: Vec<String> = keys
+        .into_iter()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(k, (a, b))| format!("{k} changed ({a} -> {b}): restart needed"))
+        .collect();
     // Sections read once by the writer, the dispatcher and the archiver:
-    // named as sections, with the first differing field.
+    // named as sections (their Debug forms hold no secret).
     let sections = [
         (
             "[writer], [ingest] or tenants.max",
-            format!("{:?}", old.writer),
-            format!("{:?}", new.writer),
+            key(|s| format!("{:?}", s.writer)),
         ),
-        (
-            "[dispatch]",
-            format!("{:?}", old.dispatch),
-            format!("{:?}", new.dispatch),
-        ),
-        (
-            "[archive]",
-            format!("{:?}", old.archive),
-            format!("{:?}", new.archive),
-        ),
+        ("[dispatch]", key(|s| format!("{:?}", s.dispatch))),
+        ("[archive]", key(|s| format!("{:?}", s.archive))),
     ];
-    for (key, a, b) in sections {
+    for (k, (a, b)) in sections {
         if a != b {
-            out.push(format!("{key} changed: restart needed"));
+            out.push(format!("{k} changed: restart needed"));
         }
     }
     out
