@@ -41,10 +41,11 @@ use super::clock::SharedClock;
 use super::metrics::Metrics;
 use ankusa_ops::access::{self, Peer, Principal};
 use ankusa_ops::model::{
-    BackupRequest, ConfigCheckRequest, DaemonInfo, JobsPage, PauseRequest, PurgeRequest,
-    ReplayRequest,
+    BackupRequest, ConfigCheckRequest, DaemonInfo, JobsPage, PauseRequest, PolicyView,
+    PurgeRequest, ReplayRequest, SinkLimitsView,
 };
 use ankusa_ops::{jobs, node, pauses, reads, routes, OpsError};
+use ankusa_store::policy::{Policy, SinkLimits};
 
 use super::job_runner::JobRunner;
 
@@ -281,6 +282,14 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route(routes::BACKUP, post(backup))
         .route(routes::SINKS, get(sinks_list))
         .route(routes::PAUSES, get(pauses_list).post(pause))
+        .route(
+            routes::TENANT_POLICY,
+            get(policy_show).put(policy_set).delete(policy_clear),
+        )
+        .route(
+            routes::SINK_LIMITS,
+            get(limits_show).put(limits_set).delete(limits_clear),
+        )
         .route(routes::RESUME, post(resume_pause))
         .route(routes::METRICS, get(metrics))
         .route(routes::CONFIG_RELOAD, post(config_reload))
@@ -547,6 +556,92 @@ async fn sinks_list(
         v.health = s.metrics.sink_health(&v.source, v.index, now);
     }
     Ok(Json(page).into_response())
+}
+
+async fn policy_show(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    Segment(tenant): Segment,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let defaults = s.reloader.live().current().tenant_defaults;
+    let t = tenant.clone();
+    let stored = blocking(move || ankusa_ops::policy::tenant(&s.store, &who, &t)).await?;
+    Ok(Json(PolicyView {
+        tenant,
+        stored,
+        defaults: Some(defaults),
+    })
+    .into_response())
+}
+
+async fn policy_set(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    Segment(tenant): Segment,
+    _: NoQuery,
+    ApiBody(set): ApiBody<Policy>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let c = blocking(move || ankusa_ops::policy::set_tenant(&s.store, &who, &tenant, &set, now))
+        .await?;
+    Ok(Json(c).into_response())
+}
+
+async fn policy_clear(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    Segment(tenant): Segment,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let c =
+        blocking(move || ankusa_ops::policy::clear_tenant(&s.store, &who, &tenant, now)).await?;
+    Ok(Json(c).into_response())
+}
+
+async fn limits_show(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    Segment(sink): Segment,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let v = blocking(move || {
+        who.require_admin("reading a sink's limits")?;
+        let stored = ankusa_ops::policy::sink(&s.store, &sink)?;
+        let r = ankusa_ops::reads::resolve_sink(&s.store, &sink)?;
+        let catalog = ankusa_store::sinks::catalog(&s.store)?;
+        Ok(SinkLimitsView {
+            sink: ankusa_store::sinks::display(&catalog, &r.source, r.sink),
+            stored,
+        })
+    })
+    .await?;
+    Ok(Json(v).into_response())
+}
+
+async fn limits_set(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    Segment(sink): Segment,
+    _: NoQuery,
+    ApiBody(set): ApiBody<SinkLimits>,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let c =
+        blocking(move || ankusa_ops::policy::set_sink(&s.store, &who, &sink, &set, now)).await?;
+    Ok(Json(c).into_response())
+}
+
+async fn limits_clear(
+    State(s): State<Arc<AdminState>>,
+    Caller(who): Caller,
+    Segment(sink): Segment,
+    _: NoQuery,
+) -> ApiResult<Response> {
+    let now = s.clock.now_ms();
+    let c = blocking(move || ankusa_ops::policy::clear_sink(&s.store, &who, &sink, now)).await?;
+    Ok(Json(c).into_response())
 }
 
 async fn pauses_list(

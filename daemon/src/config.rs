@@ -430,12 +430,40 @@ impl Default for IngestSection {
 #[serde(deny_unknown_fields, default)]
 pub struct TenantsSection {
     pub max: Int<1, { u32::MAX as u64 - 1 }>,
+    /// Every tenant's weight in its source's group, unless its policy
+    /// says otherwise.
+    pub weight: Int<1, { ankusa_store::policy::MAX_WEIGHT as u64 }>,
+    /// Slots guaranteed to each tenant; `[dispatch] per_tenant` when unset.
+    pub share: Option<Int<1, { ankusa_store::policy::MAX_SLOTS as u64 }>>,
+    /// Deliveries in flight per tenant at most, borrowing included.
+    pub cap: Option<Int<1, { ankusa_store::policy::MAX_SLOTS as u64 }>>,
+    /// Deliveries started per second per tenant at most.
+    pub rate: Option<ankusa_store::policy::Rate>,
 }
 
 impl Default for TenantsSection {
     fn default() -> Self {
         Self {
             max: Int(u64::from(ankusa_store::tenants::DEFAULT_MAX)),
+            weight: Int(1),
+            share: None,
+            cap: None,
+            rate: None,
+        }
+    }
+}
+
+impl TenantsSection {
+    /// The defaults every tenant's policy is taken over.
+    pub fn defaults(&self) -> ankusa_store::policy::Policy {
+        let n = |v: Option<Int<1, { ankusa_store::policy::MAX_SLOTS as u64 }>>| {
+            v.map(|v| u32::try_from(v.0).unwrap_or(u32::MAX))
+        };
+        ankusa_store::policy::Policy {
+            weight: Some(u32::try_from(self.weight.0).unwrap_or(1)),
+            share: n(self.share),
+            cap: n(self.cap),
+            rate: self.rate,
         }
     }
 }
@@ -513,6 +541,13 @@ pub struct SinkConfig {
     /// nothing. A later reload may drop it once nothing waits.
     #[serde(default)]
     pub retired: bool,
+    /// Deliveries to this sink in flight at most, below `[dispatch]
+    /// per_sink` (which bounds every sink); an operator may lower it at
+    /// run time (`ankusa sinks limit`).
+    pub max_in_flight: Option<Int<1, 1_000_000>>,
+    /// Requests to this sink started per second at most (`"50/s"`,
+    /// `"30/m"`); its waiting rows stay due.
+    pub rate: Option<ankusa_store::policy::Rate>,
 }
 
 /// `[sources.sinks.breaker]`: when the sink is paused automatically, and
@@ -854,6 +889,9 @@ pub struct Settings {
     pub archive: ArchiveSettings,
     pub admin: AdminSettings,
     pub sources: Vec<Source>,
+    /// `[tenants]` weight, share, cap and rate: what a tenant without a
+    /// policy of its own gets (live: a reload changes them).
+    pub tenant_defaults: ankusa_store::policy::Policy,
 }
 
 impl Settings {
@@ -923,6 +961,10 @@ impl Settings {
         };
         let w = cfg.writer;
         let dispatch = cfg.dispatch.settings();
+        let tenant_defaults = cfg.tenants.defaults();
+        tenant_defaults
+            .check()
+            .map_err(|m| ConfigError(format!("{}: [tenants] {m}", path.display())))?;
         Ok(Settings {
             config_path: path.to_path_buf(),
             store_path,
@@ -952,6 +994,7 @@ impl Settings {
             archive,
             admin,
             sources,
+            tenant_defaults,
         })
     }
 }

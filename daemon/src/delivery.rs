@@ -487,6 +487,8 @@ mod tests {
             signing_keys: Vec::new(),
             breaker: None,
             retired: false,
+            max_in_flight: None,
+            rate: None,
         }
     }
 

@@ -96,7 +96,8 @@ use tokio::sync::Semaphore;
 pub use clock::{Clock, SharedClock, SystemClock};
 pub use config::{ConfigError, DispatchSettings, Settings};
 pub use dispatch::{
-    plan_tick, ActiveSet, InflightNow, SinkMap, SinkRoom, TickInput, TickPlan, Visit,
+    plan_tick, ActiveSet, InflightNow, SinkMap, SinkRoom, Steering, TickInput, TickPlan,
+    TickPolicy, Turn, Visit,
 };
 pub use error::DaemonError;
 pub use metrics::{without_node, Metrics};

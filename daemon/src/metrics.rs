@@ -645,6 +645,10 @@ pub struct DispatchMetrics {
     /// Tenants the last tick left out of its visits: every row they have
     /// due waits for a full sink, and nothing changed for them since.
     pub tenants_quiet: AtomicU64,
+    /// Stored policies the dispatcher applies: of tenants, of sinks.
+    pub policies: [AtomicU64; 2],
+    /// Tenant visits whose rate left no claim.
+    pub rate_held: AtomicU64,
 }
 
 impl DispatchMetrics {
@@ -762,6 +766,20 @@ impl DispatchMetrics {
         for (scope, v) in ["tenant", "sink", "tenant_sink"].iter().zip(&self.paused) {
             let _ = writeln!(out, "{name}{{scope=\"{scope}\"}} {}", r(v));
         }
+        let name = "ankusa_policies";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Stored policies the dispatcher applies, by subject (tenant policies, sink limits).\n# TYPE {name} gauge"
+        );
+        for (subject, v) in ["tenant", "sink"].iter().zip(&self.policies) {
+            let _ = writeln!(out, "{name}{{subject=\"{subject}\"}} {}", r(v));
+        }
+        let name = "ankusa_dispatch_rate_held_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Tenant visits that claimed nothing because the tenant's rate had no token left.\n# TYPE {name} counter\n{name} {}",
+            r(&self.rate_held)
+        );
         let name = "ankusa_dispatch_tenants_quiet";
         let _ = writeln!(
             out,

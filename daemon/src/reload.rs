@@ -37,7 +37,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use super::clock::SharedClock;
-use super::config::{endpoint, AdminSettings, ConfigError, Expiring, Settings, SinkConfig, Source};
+use super::config::{
+    endpoint, AdminSettings, ConfigError, Expiring, Int, Settings, SinkConfig, Source,
+};
 use super::metrics::Metrics;
 
 /// What a reload reads from: one generation of the live configuration.
@@ -49,6 +51,9 @@ pub struct Routes {
     /// The sources in the file's order.
     pub order: Vec<Arc<Source>>,
     pub admin: AdminSettings,
+    /// `[tenants]` weight, share, cap and rate (the share `[dispatch]
+    /// per_tenant` when `[tenants]` has none).
+    pub tenant_defaults: ankusa_store::policy::Policy,
 }
 
 impl Routes {
@@ -63,6 +68,15 @@ impl Routes {
             sources: order.iter().map(|s| (s.id.clone(), s.clone())).collect(),
             order,
             admin: settings.admin.clone(),
+            // The share a tenant gets without one of its own or in
+            // `[tenants]` is `[dispatch] per_tenant`.
+            tenant_defaults: ankusa_store::policy::Policy {
+                share: settings
+                    .tenant_defaults
+                    .share
+                    .or(Some(settings.dispatch.per_tenant)),
+                ..settings.tenant_defaults
+            },
         }
     }
 
@@ -245,6 +259,19 @@ fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
             _ => "breaker changed".into(),
         });
     }
+    if a.max_in_flight != b.max_in_flight {
+        let n = |v: Option<Int<1, 1_000_000>>| v.map_or("per_sink".to_owned(), |v| v.0.to_string());
+        d.push(format!(
+            "max_in_flight {} -> {}",
+            n(a.max_in_flight),
+            n(b.max_in_flight)
+        ));
+    }
+    if a.rate != b.rate {
+        let r =
+            |v: Option<ankusa_store::policy::Rate>| v.map_or("none".to_owned(), |v| v.to_string());
+        d.push(format!("rate {} -> {}", r(a.rate), r(b.rate)));
+    }
     if a.retired != b.retired {
         d.push(if b.retired {
             "retired: takes no new hooks".into()
@@ -396,6 +423,15 @@ pub fn plan(
                 "{} -> {}",
                 old.admin.local_admin, new.admin.local_admin
             )],
+        ));
+    }
+    let defaults = ankusa_ops::policy::describe_tenant(&old.tenant_defaults, &new.tenant_defaults);
+    if old.tenant_defaults != new.tenant_defaults {
+        changes.push(change(
+            "changed",
+            "tenants",
+            "defaults".into(),
+            vec![defaults],
         ));
     }
     if refused.is_empty() {

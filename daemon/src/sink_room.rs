@@ -15,8 +15,14 @@
 //! otherwise the hook's source is read (once per hook and tick, and only
 //! for a row whose position is full for some source or that is claimed).
 //!
-//! Invariant: a tick never hands out more rows of a sink than `per_sink`
-//! minus the rows of it in flight ([`SinkRoom::take`] counts each claim).
+//! A sink's own limits (`max_in_flight`, `rate`; configured or set at run
+//! time, see `dispatch::steer`) lower its room the same way: a row of a
+//! sink at its bound or out of tokens stays due, no attempt spent.
+//!
+//! Invariant: a tick never hands out more rows of a sink than its bound
+//! (`per_sink`, or its lower `max_in_flight`) minus the rows of it in
+//! flight, nor more than its rate's tokens ([`SinkRoom::take`] counts each
+//! claim).
 
 use std::collections::HashMap;
 
@@ -153,6 +159,14 @@ pub struct SinkRoom<'a> {
     map: &'a SinkMap,
     cap: u32,
     used: HashMap<SinkKey, u32>,
+    /// Sinks with a lower in-flight bound than `cap` (their limits).
+    bounds: HashMap<SinkKey, u32>,
+    /// Sinks with a rate: the claims it allows in what is left of this
+    /// tick.
+    tokens: HashMap<SinkKey, u32>,
+    /// Rows the visit under way offered per sink whose room is within a
+    /// walk's reach ([`SinkRoom::offer`]).
+    offered: HashMap<SinkKey, u32>,
     /// Sources of the hooks read this tick (`None`: the hook is gone or
     /// its source is not configured).
     sources: HashMap<u64, Option<u32>>,
@@ -165,8 +179,19 @@ impl<'a> SinkRoom<'a> {
             map,
             cap,
             used: inflight,
+            bounds: HashMap::new(),
+            tokens: HashMap::new(),
+            offered: HashMap::new(),
             sources: HashMap::new(),
         }
+    }
+
+    /// With the sinks' own limits: an in-flight bound (below `cap`, never
+    /// above it) and the claims a rate allows this tick.
+    pub fn limited(mut self, bounds: super::dispatch::SinkBounds) -> Self {
+        self.bounds = bounds.in_flight;
+        self.tokens = bounds.tokens;
+        self
     }
 
     /// No sink configured, so no bound (`bench dispatch-tick`).
@@ -186,8 +211,9 @@ impl<'a> SinkRoom<'a> {
 
     /// Rows `k` can take now.
     pub fn room(&self, k: SinkKey) -> u32 {
-        self.cap
-            .saturating_sub(self.used.get(&k).copied().unwrap_or(0))
+        let cap = self.bounds.get(&k).map_or(self.cap, |&b| b.min(self.cap));
+        let room = cap.saturating_sub(self.used.get(&k).copied().unwrap_or(0));
+        self.tokens.get(&k).map_or(room, |&t| room.min(t))
     }
 
     /// The sink `row` is owed to, if it is configured.
@@ -216,19 +242,67 @@ impl<'a> SinkRoom<'a> {
         Ok(self.resolve(store, row)?.map(|k| k.source))
     }
 
-    /// The sink of `row` when it is at its bound (the row must wait), else
-    /// `None`. Reads nothing for a position no source has full.
-    pub fn full(&mut self, store: &Store, row: &DueRow) -> Result<Option<SinkKey>, StoreError> {
-        let any_full = self.map.sources_at(row.sink).iter().any(|&source| {
-            !self.has_room(SinkKey {
+    /// A tenant's visit starts: nothing of it offered yet.
+    pub fn begin_visit(&mut self) {
+        self.offered.clear();
+    }
+
+    /// Room left for the visit under way: the sink's room minus the rows
+    /// this visit already offered of it.
+    fn room_to_offer(&self, k: SinkKey) -> u32 {
+        self.room(k)
+            .saturating_sub(self.offered.get(&k).copied().unwrap_or(0))
+    }
+
+    /// Counts a row a visit offers against its sink's room, so that one
+    /// visit never offers more rows of a sink than it can take: a sink with
+    /// room for one row (a rate's token) would otherwise fill the visit's
+    /// `keys` with its own rows, which the claim refuses, and the tenant's
+    /// rows for its other sinks behind them would not be read. Between
+    /// tenants, the scheduler asks [`SinkRoom::take`] before it claims a
+    /// row. Only a sink whose room is within `keys` is counted (a visit
+    /// reads no more than `keys` rows), so the common case resolves
+    /// nothing.
+    /// Returns the sink when this row used up its room.
+    pub fn offer(
+        &mut self,
+        store: &Store,
+        row: &DueRow,
+        keys: usize,
+    ) -> Result<Option<SinkKey>, StoreError> {
+        let reach = u32::try_from(keys).unwrap_or(u32::MAX);
+        let tight = self.map.sources_at(row.sink).iter().any(|&source| {
+            self.room(SinkKey {
                 source,
                 sink: row.sink,
-            })
+            }) <= reach
+        });
+        if !tight {
+            return Ok(None);
+        }
+        let Some(k) = self.resolve(store, row)? else {
+            return Ok(None);
+        };
+        *self.offered.entry(k).or_insert(0) += 1;
+        Ok((self.room_to_offer(k) == 0).then_some(k))
+    }
+
+    /// The sink of `row` when it is at its bound, counting what this visit
+    /// offered (the row must wait), else `None`. Reads nothing for a
+    /// position no source has full.
+    pub fn full(&mut self, store: &Store, row: &DueRow) -> Result<Option<SinkKey>, StoreError> {
+        let any_full = self.map.sources_at(row.sink).iter().any(|&source| {
+            self.room_to_offer(SinkKey {
+                source,
+                sink: row.sink,
+            }) == 0
         });
         if !any_full {
             return Ok(None);
         }
-        Ok(self.resolve(store, row)?.filter(|k| !self.has_room(*k)))
+        Ok(self
+            .resolve(store, row)?
+            .filter(|k| self.room_to_offer(*k) == 0))
     }
 
     /// Takes one slot of `row`'s sink for a claim: `Ok(None)` when the sink
@@ -244,6 +318,9 @@ impl<'a> SinkRoom<'a> {
             None => Ok(Some(None)),
             Some(k) if self.has_room(k) => {
                 *self.used.entry(k).or_insert(0) += 1;
+                if let Some(t) = self.tokens.get_mut(&k) {
+                    *t = t.saturating_sub(1);
+                }
                 Ok(Some(Some(k)))
             }
             Some(_) => Ok(None),

@@ -428,6 +428,22 @@ impl Scheduler {
     /// considered once. Tenants with nothing ready, or at their cap, are remembered and
     /// skipped. Returns at most one claim per tenant, in the order they were chosen.
     pub fn plan(&mut self, now: u64, heads: &[TenantHead<'_>], limits: Limits) -> Vec<Claim> {
+        self.plan_fitting(now, heads, limits, &mut |_, _| true)
+    }
+
+    /// [`Scheduler::plan`], asking `fits(tenant, k)` before it claims the tenant's
+    /// `k`-th head row (0-based): a row that does not fit (the caller's own bound,
+    /// such as a sink with no room left this tick) skips its tenant for the rest of
+    /// the tick exactly as a row that does not fit the bytes left does (rule 5): it is
+    /// not charged, and it keeps the floor it competed at. A `fits` that says yes has
+    /// the row claimed; it is asked once per row, in claim order.
+    pub fn plan_fitting(
+        &mut self,
+        now: u64,
+        heads: &[TenantHead<'_>],
+        limits: Limits,
+        fits: &mut dyn FnMut(u32, usize) -> bool,
+    ) -> Vec<Claim> {
         self.tick += 1;
         let tick = self.tick;
         self.work = PlanWork {
@@ -521,12 +537,18 @@ impl Scheduler {
                 .insert(h.tenant, Entry::new(tag, stamp, now, h.group));
         }
 
-        let claims = self.select(now, heads, limits);
+        let claims = self.select(now, heads, limits, fits);
         self.sweep(now, heads.len());
         claims
     }
 
-    fn select(&mut self, now: u64, heads: &[TenantHead<'_>], limits: Limits) -> Vec<Claim> {
+    fn select(
+        &mut self,
+        now: u64,
+        heads: &[TenantHead<'_>],
+        limits: Limits,
+        fits: &mut dyn FnMut(u32, usize) -> bool,
+    ) -> Vec<Claim> {
         let mut sel = Selection {
             claimed: vec![0; heads.len()],
             order: Vec::new(),
@@ -535,12 +557,12 @@ impl Scheduler {
             rows_total: 0,
         };
         let ceiling = self.cfg.spare.map_or(u32::MAX, |sp| sp.ceiling);
-        self.fill(now, heads, limits, &mut sel, Pass::Fair { ceiling });
+        self.fill(now, heads, limits, &mut sel, Pass::Fair { ceiling }, fits);
         // Rule 8: only rows nobody under their cap could take are lent, after the fair
         // pass has run dry, so a tenant under its cap is always served first.
         if let Some(sp) = self.cfg.spare {
             if sel.rows_left > sp.reserve {
-                self.fill(now, heads, limits, &mut sel, Pass::Spare(sp));
+                self.fill(now, heads, limits, &mut sel, Pass::Spare(sp), fits);
             }
         }
 
@@ -568,6 +590,7 @@ impl Scheduler {
         limits: Limits,
         sel: &mut Selection,
         pass: Pass,
+        fits: &mut dyn FnMut(u32, usize) -> bool,
     ) {
         // Slot per group present, holding its tenants' heap.
         let mut slots: Vec<Slot> = Vec::new();
@@ -627,8 +650,10 @@ impl Scheduler {
             let size = u64::from(row.size);
             // Rule 5: a row that does not fit what is left skips only its tenant, and
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
-            let fits = size <= sel.bytes_left || oversize_alone(size, limits, sel.rows_total);
-            if !fits {
+            let in_budget = size <= sel.bytes_left || oversize_alone(size, limits, sel.rows_total);
+            // The caller's bound is asked last, and only for a row that would be
+            // claimed otherwise: a yes is a claim.
+            if !in_budget || !fits(h.tenant, k) {
                 self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
                 continue;

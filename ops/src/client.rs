@@ -132,6 +132,20 @@ impl Client {
         self.post_within(path, body, self.timeout)
     }
 
+    pub fn put<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, OpsError> {
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| OpsError::Internal(format!("cannot encode the request: {e}")))?;
+        self.call(Method::PUT, path, Some(bytes), self.timeout)
+    }
+
+    pub fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, OpsError> {
+        self.call(Method::DELETE, path, None, self.timeout)
+    }
+
     /// [`Client::post`] for a call that works before it answers (a backup
     /// copying a large store to another disk), waiting up to `timeout`.
     pub fn post_within<B: Serialize, T: DeserializeOwned>(

@@ -906,6 +906,7 @@ token = "0123456789abcdef"
                 tenants: rows,
                 next: None,
                 paused: vec!["b".into()],
+                policies: Vec::new(),
             },
         }
     }

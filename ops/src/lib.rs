@@ -42,6 +42,7 @@ pub mod model;
 pub mod node;
 pub mod operator;
 pub mod pauses;
+pub mod policy;
 pub mod preview;
 pub mod reads;
 pub mod replay;

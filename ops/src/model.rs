@@ -2,6 +2,7 @@
 //! documented in docs/admin-api.md). Field additions are compatible;
 //! renames and removals are not.
 
+use ankusa_store::policy::{Policy, SinkLimits, StoredSinkLimits, TenantPolicy};
 use ankusa_store::tenants::TenantInfo;
 use ankusa_store::{Counters, DeadRow, Totals};
 use serde::{Deserialize, Serialize};
@@ -74,6 +75,9 @@ pub struct TenantsPage {
     /// Ids of the tenants on this page that are paused as a whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<String>,
+    /// Ids of the tenants on this page with a policy of their own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
 }
 
 /// `GET /v1/admin/tenants/{tenant}`.
@@ -95,6 +99,52 @@ pub struct TenantDetail {
     /// it, and of a sink for every tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<PauseView>,
+    /// What an operator set for it (`ankusa tenants policy`); absent, the
+    /// defaults apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<TenantPolicy>,
+}
+
+/// `GET /v1/admin/tenants/{tenant}/policy`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyView {
+    pub tenant: String,
+    /// What an operator set; absent, the defaults apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<TenantPolicy>,
+    /// The daemon's defaults, when a daemon answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<Policy>,
+}
+
+/// What setting or clearing a tenant's policy did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyChange {
+    pub tenant: String,
+    /// The stored policy before and after (absent: none, the defaults).
+    pub before: Option<Policy>,
+    pub after: Option<Policy>,
+    /// False when the request changed nothing (and nothing was written).
+    pub changed: bool,
+}
+
+/// `GET /v1/admin/sinks/{sink}/limits`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkLimitsView {
+    /// `SOURCE/NAME`.
+    pub sink: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<StoredSinkLimits>,
+}
+
+/// What setting or clearing a sink's limits did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkLimitsChange {
+    /// `SOURCE/NAME`.
+    pub sink: String,
+    pub before: Option<SinkLimits>,
+    pub after: Option<SinkLimits>,
+    pub changed: bool,
 }
 
 /// One DLQ row with its tenant's id.

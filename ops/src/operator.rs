@@ -19,11 +19,13 @@ use crate::access::Principal;
 use crate::client::Client;
 use crate::model::{
     BackupDone, BackupRequest, DlqDetail, DlqPage, DryRun, Job, JobState, Kinds, NodeHistory,
-    NodeState, PauseRequest, Paused, PausesPage, PurgeRequest, ReplayRequest, Resumed, SinksPage,
-    Stats, TenantDetail, TenantsPage,
+    NodeState, PauseRequest, Paused, PausesPage, PolicyChange, PolicyView, PurgeRequest,
+    ReplayRequest, Resumed, SinkLimitsChange, SinkLimitsView, SinksPage, Stats, TenantDetail,
+    TenantsPage,
 };
 use crate::routes::{self, encode as enc};
-use crate::{backup, jobs, node, pauses, reads, Result};
+use crate::{backup, jobs, node, pauses, policy, reads, Result};
+use ankusa_store::policy::{Policy, SinkLimits};
 
 /// How long a backup through the daemon may take before the caller gives
 /// up waiting (the daemon finishes it all the same).
@@ -254,6 +256,75 @@ impl<S: Deref<Target = Store>> Operator<S> {
             Operator::Daemon(c) => c.post(routes::RESUME, req),
             Operator::Store { store, who } => {
                 pauses::resume(store, who, req, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
+    /// A tenant's policy: what is stored, and the defaults when a daemon
+    /// answers (a store alone does not know its daemon's configuration).
+    pub fn tenant_policy(&self, tenant: &str) -> Result<PolicyView> {
+        match self {
+            Operator::Daemon(c) => c.get(&routes::fill(routes::TENANT_POLICY, tenant)),
+            Operator::Store { store, who } => Ok(PolicyView {
+                tenant: tenant.to_owned(),
+                stored: policy::tenant(store, who, tenant)?,
+                defaults: None,
+            }),
+        }
+    }
+
+    /// Sets fields of a tenant's policy (admin; audited).
+    pub fn set_tenant_policy(&self, tenant: &str, set: &Policy) -> Result<PolicyChange> {
+        match self {
+            Operator::Daemon(c) => c.put(&routes::fill(routes::TENANT_POLICY, tenant), set),
+            Operator::Store { store, who } => {
+                policy::set_tenant(store, who, tenant, set, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
+    /// Clears a tenant's policy: the defaults apply (admin; audited).
+    pub fn clear_tenant_policy(&self, tenant: &str) -> Result<PolicyChange> {
+        match self {
+            Operator::Daemon(c) => c.delete(&routes::fill(routes::TENANT_POLICY, tenant)),
+            Operator::Store { store, who } => {
+                policy::clear_tenant(store, who, tenant, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
+    /// A sink's stored limits (admin).
+    pub fn sink_limits(&self, sink: &str) -> Result<SinkLimitsView> {
+        match self {
+            Operator::Daemon(c) => c.get(&routes::fill(routes::SINK_LIMITS, sink)),
+            Operator::Store { store, who } => {
+                who.require_admin("reading a sink's limits")?;
+                let r = reads::resolve_sink(store, sink)?;
+                let catalog = ankusa_store::sinks::catalog(store)?;
+                Ok(SinkLimitsView {
+                    sink: ankusa_store::sinks::display(&catalog, &r.source, r.sink),
+                    stored: policy::sink(store, sink)?,
+                })
+            }
+        }
+    }
+
+    /// Sets a sink's limits (admin; audited).
+    pub fn set_sink_limits(&self, sink: &str, set: &SinkLimits) -> Result<SinkLimitsChange> {
+        match self {
+            Operator::Daemon(c) => c.put(&routes::fill(routes::SINK_LIMITS, sink), set),
+            Operator::Store { store, who } => {
+                policy::set_sink(store, who, sink, set, ankusa_store::system_now_ms())
+            }
+        }
+    }
+
+    /// Clears a sink's limits: its configuration applies (admin; audited).
+    pub fn clear_sink_limits(&self, sink: &str) -> Result<SinkLimitsChange> {
+        match self {
+            Operator::Daemon(c) => c.delete(&routes::fill(routes::SINK_LIMITS, sink)),
+            Operator::Store { store, who } => {
+                policy::clear_sink(store, who, sink, ankusa_store::system_now_ms())
             }
         }
     }

@@ -64,6 +64,11 @@ pub fn tenants_page(
 ) -> Result<TenantsPage> {
     let mut page = tenants_rows(store, who, sort, cursor, limit)?;
     page.paused = paused_among(store, page.tenants.iter().map(|t| t.id.as_str()))?;
+    for t in &page.tenants {
+        if ankusa_store::policy::tenant(store, &t.id)?.is_some() {
+            page.policies.push(t.id.clone());
+        }
+    }
     Ok(page)
 }
 
@@ -87,6 +92,7 @@ fn tenants_rows(
             }],
             next: None,
             paused: Vec::new(),
+            policies: Vec::new(),
         });
     }
     let bad_cursor = |c: &str| OpsError::BadRequest(format!("bad cursor {c:?}"));
@@ -104,6 +110,7 @@ fn tenants_rows(
                 tenants: list,
                 next,
                 paused: Vec::new(),
+                policies: Vec::new(),
             })
         }
         Some(f) => {
@@ -128,6 +135,7 @@ fn tenants_rows(
                 tenants: list,
                 next,
                 paused: Vec::new(),
+                policies: Vec::new(),
             })
         }
     }
@@ -164,6 +172,7 @@ pub fn tenant_detail(
             })
             .collect(),
         paused,
+        policy: ankusa_store::policy::tenant(store, tenant)?,
     })
 }
 

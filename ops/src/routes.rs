@@ -10,6 +10,12 @@ pub const TENANTS: &str = "/v1/admin/tenants";
 pub const TENANT: &str = "/v1/admin/tenants/{tenant}";
 /// `POST`: purge one tenant's rows (a dry run, or a job).
 pub const PURGE: &str = "/v1/admin/tenants/{tenant}/purge";
+/// `GET`: one tenant's policy; `PUT`: set fields of it (admin);
+/// `DELETE`: clear it (admin).
+pub const TENANT_POLICY: &str = "/v1/admin/tenants/{tenant}/policy";
+/// `GET`: one sink's limits; `PUT`: set fields of them (admin); `DELETE`:
+/// clear them (admin). The sink as `SOURCE/SINK`, percent-encoded.
+pub const SINK_LIMITS: &str = "/v1/admin/sinks/{sink}/limits";
 /// `GET`: a page of the DLQ.
 pub const DLQ: &str = "/v1/admin/dlq";
 /// `GET`: one dead hook.

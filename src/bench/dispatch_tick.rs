@@ -10,7 +10,10 @@
 //! `--quick`), the lowest of three rounds. Pass: slowest cell within 2x of
 //! the fastest (counted as at least 1 ms) and under 50 ms. Unlike `bench
 //! gauges` no writer runs beside the ticks: the tick's own cost is what is
-//! compared.
+//! compared. Each cell is also ticked, in alternating rounds, with a policy
+//! (weight, cap, rate) on every tenth tenant, as the dispatcher applies
+//! them (issue 31): no cell may be more than 1.1x slower with them (each
+//! counted as at least 0.2 ms).
 //!
 //! Also reported, never judged: the end-to-end delivery rate. The real
 //! daemon (in process, on its own runtime) with dispatch on and one
@@ -26,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use ankusa_fairness::{Config, Scheduler};
 use ankusa_store::fixture::Rng;
+use ankusa_store::policy::Policy;
 use ankusa_store::Store;
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde::Serialize;
@@ -45,6 +49,10 @@ struct Cell {
     /// 10th percentile of one round's ticks, lowest round, in ms.
     tick_ms: f64,
     median_ms: f64,
+    /// The same ticks with a policy on every tenth tenant (issue 31).
+    policy_tick_ms: f64,
+    /// `policy_tick_ms / tick_ms`, each counted as at least 0.2 ms.
+    policy_ratio: f64,
     /// Rows the scheduler chose per tick (the work a tick hands on).
     planned_rows: usize,
     build_s: f64,
@@ -55,6 +63,10 @@ struct Report {
     quick: bool,
     ticks: usize,
     rounds: usize,
+    /// The slowest cell's ratio with policies set to without (part of the
+    /// pass rule: at most 1.1).
+    policy_ratio: f64,
+    policy_pass: bool,
     cells: Vec<Cell>,
     #[serde(flatten)]
     verdict: super::FlatRule,
@@ -96,7 +108,10 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
         std::fs::remove_dir_all(&path).ok();
         cells.push(cell);
     }
-    let verdict = super::FlatRule::judge(&cells.iter().map(|c| c.tick_ms).collect::<Vec<_>>());
+    let mut verdict = super::FlatRule::judge(&cells.iter().map(|c| c.tick_ms).collect::<Vec<_>>());
+    let policy_ratio = cells.iter().map(|c| c.policy_ratio).fold(0.0, f64::max);
+    let policy_pass = policy_ratio <= 1.1;
+    verdict.pass &= policy_pass;
     if !json {
         eprintln!("end to end: posting and delivering to a loopback sink ...");
     }
@@ -106,6 +121,8 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
         quick,
         ticks,
         rounds,
+        policy_ratio,
+        policy_pass,
         verdict,
         cells,
         end_to_end,
@@ -124,6 +141,7 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
                     c.active.to_string(),
                     format!("{:.3}", c.tick_ms),
                     format!("{:.3}", c.median_ms),
+                    format!("{:.3}", c.policy_tick_ms),
                     c.planned_rows.to_string(),
                 ]
             })
@@ -138,12 +156,18 @@ pub fn run(quick: bool, json: bool) -> Result<ExitCode> {
                     "active",
                     "tick p10 ms",
                     "median ms",
+                    "policies p10 ms",
                     "planned rows"
                 ],
                 &rows
             )
         );
         println!("{}", report.verdict.summary());
+        println!(
+            "with a policy on every tenth tenant: slowest cell {:.2} x without (each counted as at least {POLICY_FLOOR_MS} ms), at most 1.1: {}",
+            report.policy_ratio,
+            if report.policy_pass { "PASS" } else { "FAIL" }
+        );
         let e = &report.end_to_end;
         println!(
             "end to end (reported, not judged): {} hooks delivered to a loopback sink in {:.2} s = {:.0} hooks/s (posting took {:.2} s, {} clients)",
@@ -168,51 +192,98 @@ fn measure_cell(
     super::gauges::build(&store, rows, tenants, now, &mut rng)?;
     let build_s = started.elapsed().as_secs_f64();
     let settings = DispatchSettings::default();
-    let mut sched = Scheduler::new(Config::default());
-    // Kept across ticks, as the dispatcher keeps it: the bench measures the
-    // steady state (a window walk), with a full walk every RESYNC_MS.
-    let mut set = ankusa_daemon::ActiveSet::default();
-    let inflight = ankusa_daemon::InflightNow::default();
     // The bench's rows name no configured sink, so none is ever full.
     let no_sinks = ankusa_daemon::SinkMap::default();
-    let mut best_p10 = f64::INFINITY;
-    let mut best_median = f64::INFINITY;
-    let mut planned = 0;
+    // Issue 31's target: a policy (weight, cap, rate) on every tenth
+    // tenant, applied as the daemon applies it, each tick looked up.
+    let policy = Policy {
+        weight: Some(3),
+        share: None,
+        cap: Some(16),
+        rate: Some(ankusa_store::policy::Rate::from_milli(1_000_000)),
+    };
+    let steered = ankusa_store::policy::Policies {
+        tenants: (1..=tenants).step_by(10).map(|o| (o, policy)).collect(),
+        ..ankusa_store::policy::Policies::default()
+    };
+    let mut runs = [
+        Run::new(ankusa_daemon::Steering::default()),
+        Run::new(ankusa_daemon::Steering::with_policies(steered)),
+    ];
+    // Rounds alternate between the two, so both see the same machine.
     for _ in 0..rounds {
-        let mut samples = Vec::with_capacity(ticks);
-        for _ in 0..ticks {
-            let tick_now = ankusa_store::system_now_ms();
-            let s = Instant::now();
-            let paused = ankusa_store::pauses::Paused::load(&store)?;
-            let mut sinks = ankusa_daemon::SinkRoom::unbounded(&no_sinks);
-            let input = ankusa_daemon::TickInput {
-                store: &store,
-                now: tick_now,
-                settings: &settings,
-                paused: &paused,
-                inflight: &inflight,
-            };
-            let plan = plan_tick(&input, &mut sched, &mut set, &mut sinks)?;
-            samples.push(s.elapsed().as_secs_f64() * 1000.0);
-            planned = plan.rows();
-            std::hint::black_box(plan);
-        }
-        let p10 = super::percentile(&mut samples, 10.0);
-        if p10 < best_p10 {
-            best_p10 = p10;
-            best_median = super::percentile(&mut samples, 50.0);
+        for run in &mut runs {
+            let mut samples = Vec::with_capacity(ticks);
+            for _ in 0..ticks {
+                let tick_now = ankusa_store::system_now_ms();
+                let s = Instant::now();
+                let paused = ankusa_store::pauses::Paused::load(&store)?;
+                run.steer.refresh(&store, 0, &[], &no_sinks)?;
+                let mut sinks = ankusa_daemon::SinkRoom::unbounded(&no_sinks);
+                let input = ankusa_daemon::TickInput {
+                    store: &store,
+                    now: tick_now,
+                    settings: &settings,
+                    paused: &paused,
+                    inflight: &run.inflight,
+                    policy: &run.steer.tick(tick_now, &settings, Policy::default()),
+                };
+                let plan = plan_tick(&input, &mut run.sched, &mut run.set, &mut sinks)?;
+                samples.push(s.elapsed().as_secs_f64() * 1000.0);
+                run.planned = plan.rows();
+                std::hint::black_box(plan);
+            }
+            let p10 = super::percentile(&mut samples, 10.0);
+            if p10 < run.best_p10 {
+                run.best_p10 = p10;
+                run.best_median = super::percentile(&mut samples, 50.0);
+            }
         }
     }
+    let [plain, steered] = runs;
     Ok(Cell {
         axis,
         rows,
         tenants,
         active: tenants.min(ACTIVE),
-        tick_ms: best_p10,
-        median_ms: best_median,
-        planned_rows: planned,
+        tick_ms: plain.best_p10,
+        median_ms: plain.best_median,
+        policy_tick_ms: steered.best_p10,
+        policy_ratio: steered.best_p10.max(POLICY_FLOOR_MS) / plain.best_p10.max(POLICY_FLOOR_MS),
+        planned_rows: plain.planned,
         build_s,
     })
+}
+
+/// Ticks below this are compared as this long: a few microseconds of
+/// noise are not a slowdown.
+const POLICY_FLOOR_MS: f64 = 0.2;
+
+/// One series of ticks over a cell: its scheduler, active set and policy
+/// state, kept across its ticks as the dispatcher keeps them (the steady
+/// state, a window walk, with a full walk every RESYNC_MS).
+struct Run {
+    steer: ankusa_daemon::Steering,
+    sched: Scheduler,
+    set: ankusa_daemon::ActiveSet,
+    inflight: ankusa_daemon::InflightNow,
+    best_p10: f64,
+    best_median: f64,
+    planned: usize,
+}
+
+impl Run {
+    fn new(steer: ankusa_daemon::Steering) -> Run {
+        Run {
+            steer,
+            sched: Scheduler::new(Config::default()),
+            set: ankusa_daemon::ActiveSet::default(),
+            inflight: ankusa_daemon::InflightNow::default(),
+            best_p10: f64::INFINITY,
+            best_median: f64::INFINITY,
+            planned: 0,
+        }
+    }
 }
 
 /// Runs the daemon with a loopback sink, posts `hooks` and times their

@@ -8,6 +8,7 @@ mod fleet_cmd;
 mod migrate_cmd;
 mod node_cmd;
 mod pause_cmd;
+mod policy_cmd;
 mod store_cmd;
 mod tenants_cmd;
 
@@ -394,6 +395,118 @@ pub enum TenantsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A tenant's policy (weight, share, cap, rate) over the defaults of
+    /// `[tenants]`: show, set or clear it. The dispatcher applies a change
+    /// on its next tick; setting and clearing need an admin and are
+    /// audited.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// What is set for the tenant, and the daemon's defaults.
+    Show {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set fields of the tenant's policy; fields not named keep what they
+    /// had.
+    Set {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        fields: PolicyFields,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the tenant's policy: the defaults apply again.
+    Clear {
+        /// Tenant id.
+        tenant: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The fields of a tenant policy, as flags.
+#[derive(Debug, Args, Clone)]
+pub struct PolicyFields {
+    /// Its share within its source's group (1 to 1000).
+    #[arg(long, value_name = "N")]
+    pub weight: Option<u32>,
+    /// In-flight slots guaranteed to it before anyone borrows.
+    #[arg(long, value_name = "N")]
+    pub share: Option<u32>,
+    /// Deliveries in flight at most, borrowing included.
+    #[arg(long, value_name = "N")]
+    pub cap: Option<u32>,
+    /// Deliveries started per second at most: 50/s, 30/m, 10/h.
+    #[arg(long, value_name = "N/s")]
+    pub rate: Option<ankusa_store::policy::Rate>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LimitCommand {
+    /// What is set for the sink.
+    Show {
+        /// SOURCE/SINK (the sink by name or position).
+        sink: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set the sink's limits; a limit not named keeps what it had.
+    Set {
+        /// SOURCE/SINK (the sink by name or position).
+        sink: String,
+        /// Deliveries to it in flight at most (below `[dispatch] per_sink`).
+        #[arg(long, value_name = "N")]
+        max_in_flight: Option<u32>,
+        /// Requests started per second at most: 50/s, 30/m, 10/h.
+        #[arg(long, value_name = "N/s")]
+        rate: Option<ankusa_store::policy::Rate>,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the limits set at run time: the sink's configuration applies.
+    Clear {
+        /// SOURCE/SINK (the sink by name or position).
+        sink: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        admin: AdminArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// An optional sink, to narrow a tenant's pause to one sink.
@@ -524,6 +637,11 @@ pub enum SinksCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A sink's limits set at run time (max_in_flight, rate): show, set
+    /// or clear them. Applied on the dispatcher's next tick; admin only,
+    /// audited.
+    #[command(subcommand)]
+    Limit(LimitCommand),
 }
 
 #[derive(Debug, Subcommand)]

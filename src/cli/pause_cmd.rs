@@ -178,6 +178,7 @@ pub fn sinks(cmd: SinksCommand) -> Result<ExitCode> {
             admin,
             json,
         } => resume(None, Some(sink), &store, admin, json),
+        SinksCommand::Limit(c) => super::policy_cmd::limit(c),
     }
 }
 

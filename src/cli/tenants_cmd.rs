@@ -143,6 +143,7 @@ pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
             admin,
             json,
         } => super::pause_cmd::resume(Some(tenant), scope.sink, &store, admin, json),
+        TenantsCommand::Policy(c) => super::policy_cmd::policy(c),
     }
 }
 
@@ -163,7 +164,11 @@ fn tenants_table(page: &TenantsPage) -> String {
         .map(|t| {
             let c = &t.counters;
             vec![
-                t.id.clone(),
+                if page.policies.contains(&t.id) {
+                    format!("{} *", t.id)
+                } else {
+                    t.id.clone()
+                },
                 t.ord.to_string(),
                 c.pending.to_string(),
                 c.scheduled.to_string(),
@@ -212,6 +217,15 @@ fn tenant_text(t: &TenantDetail, now: u64) -> String {
         None => {
             let _ = writeln!(o, "oldest due   none");
         }
+    }
+    if let Some(p) = &t.policy {
+        let _ = writeln!(
+            o,
+            "policy       {} (set by {}, {} ago)",
+            p.policy,
+            p.by,
+            output::age(now.saturating_sub(p.at))
+        );
     }
     if !t.latest_dead.is_empty() {
         let _ = writeln!(o, "latest dead");

@@ -52,6 +52,7 @@ pub mod migrate;
 pub mod node;
 pub mod node_id;
 pub mod pauses;
+pub mod policy;
 pub mod quarantine;
 pub mod queries;
 pub mod repair;

@@ -94,7 +94,10 @@ pub const UNCONFIGURED: u32 = u32::MAX;
 /// at or before (`at`, `seq`, `sink`) belongs to sink `waits`. A visit
 /// starts after it instead of walking those rows again, unless that sink
 /// has room and grants the tenant a walk of its head
-/// ([`ActiveSet::grant_heads`]); each walk reads at most `scan_rows` rows,
+/// ([`ActiveSet::grant_heads`]). The run may begin with the rows that fill
+/// the sink's room this tick (offered to the scheduler): if the tick does
+/// not claim them the sink still has room, so the next tick walks them
+/// again. Each walk reads at most `scan_rows` rows,
 /// so a visit reads at most twice that. One sink only: a walk granted by a
 /// sink's room starts at the tenant's oldest row, so a run that mixed a
 /// slow sink's long backlog with rows of a sink full for a moment hid the

@@ -104,6 +104,7 @@ impl HeadWalk<'_, '_> {
     ) -> Result<Head, StoreError> {
         let mut head = Head::default();
         let mut used = 0u64;
+        self.sinks.begin_visit();
         let from = match skip {
             None => {
                 head.lead_open = true;
@@ -202,12 +203,31 @@ impl HeadWalk<'_, '_> {
                     }
                 }
                 Ok(Met::Ready) => {
-                    run = false;
                     let next = *used + u64::from(r.size);
                     if !head.rows.is_empty() && next > self.bytes {
                         break;
                     }
                     *used = next;
+                    let filled = match self.sinks.offer(self.store, &r, self.keys) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    };
+                    // The row that fills its sink's room does not end a run
+                    // of that sink's rows: the rows after it wait for the
+                    // same sink, and a head of one sink's rows with room for
+                    // one (a rate's token) must not hide the tenant's rows
+                    // for other sinks behind it. Walked again when the sink
+                    // has room (`open`), so the row is not lost if this tick
+                    // does not claim it.
+                    match filled {
+                        Some(k) if run && head.skip.as_ref().is_none_or(|s| s.waits == k) => {
+                            head.skip = Some(Skip::over(&r, k));
+                        }
+                        _ => run = false,
+                    }
                     head.rows.push(r);
                     head.lead += usize::from(head.lead_open);
                     if head.rows.len() >= self.room {

@@ -48,9 +48,16 @@
 //!   from the first head row a visit reads, at most one hook read per
 //!   tenant and resync) and weighs each group by its source's `weight`.
 //!
+//! - Tenant policy and sink limits ([`steer`]) are read from the store
+//!   when its policy version moved, so a change applies on the next tick:
+//!   a tenant's weight and share go to the scheduler, its cap and rate
+//!   bound how many rows its visit reads, a sink's bound and rate its
+//!   room ([`SinkRoom`]).
+//!
 //! The files: [`inflight`] (the accounting the bounds are measured against),
 //! [`active`] (the active set, skip points, quiet tenants), [`head`] (one
-//! visit of a tenant's head), [`plan`] (the read side of a tick), this one
+//! visit of a tenant's head), [`plan`] (the read side of a tick), [`steer`]
+//! (policy and rates), this one
 //! (the tick loop and the claim), [`reclaim`] (the reclaim task).
 
 mod active;
@@ -58,7 +65,9 @@ mod head;
 mod inflight;
 mod plan;
 mod reclaim;
+mod steer;
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -74,6 +83,7 @@ pub use active::ActiveSet;
 use inflight::Inflight;
 pub use plan::{plan_tick, InflightNow, TickInput, TickPlan, Visit};
 use reclaim::reclaim_loop;
+pub use steer::{SinkBounds, Steering, TickPolicy, Turn};
 
 use super::breaker;
 pub use super::config::DispatchSettings;
@@ -137,6 +147,8 @@ pub struct Dispatcher {
     swept: Mutex<(u64, u64)>,
     /// Signalled when a delivery ends: its slot is refilled at once.
     freed: Notify,
+    /// Tenant policies and sink limits, with their rates' buckets.
+    steer: Mutex<Steering>,
 }
 
 impl Dispatcher {
@@ -203,6 +215,7 @@ impl Dispatcher {
             deliverer: Arc::new(deliverer),
             swept: Mutex::new(swept),
             freed: Notify::new(),
+            steer: Mutex::new(Steering::default()),
         })
     }
 
@@ -333,7 +346,13 @@ impl Dispatcher {
         self.note_pauses(&paused);
         let cap = u32::try_from(self.settings.per_sink).unwrap_or(u32::MAX);
         let map = self.sink_map();
-        let mut sinks = SinkRoom::new(&map, cap, self.inflight.sinks());
+        let routes = self.live.current();
+        let defaults = routes.tenant_defaults;
+        let mut steer = self.steer.lock().unwrap_or_else(PoisonError::into_inner);
+        steer.refresh(&self.store, routes.generation, &routes.order, &map)?;
+        self.note_policies(&steer);
+        let mut sinks =
+            SinkRoom::new(&map, cap, self.inflight.sinks()).limited(steer.sink_bounds(now));
         let plan = {
             // A panic while planning leaves tags that are merely stale; keep
             // dispatching rather than stopping delivery for good.
@@ -353,6 +372,7 @@ impl Dispatcher {
                 settings: &self.settings,
                 paused: &paused,
                 inflight: &self.inflight.now(),
+                policy: &steer.tick(now, &self.settings, defaults),
             };
             let plan = plan_tick(&input, sched, set, &mut sinks)?;
             self.metrics
@@ -387,6 +407,16 @@ impl Dispatcher {
                 transitions::quarantine_due(&mut b, u, size, now);
             }
             self.store.commit(b, false)?;
+            // Only rows whose claim committed spend a rate's tokens.
+            let mut by_tenant: HashMap<u32, u32> = HashMap::new();
+            let mut by_sink: HashMap<SinkKey, u32> = HashMap::new();
+            for (r, sink) in &claimed {
+                *by_tenant.entry(r.ord).or_insert(0) += 1;
+                if let Some(k) = sink {
+                    *by_sink.entry(*k).or_insert(0) += 1;
+                }
+            }
+            steer.charge(now, defaults, by_tenant, by_sink);
             if !plan.cleared.is_empty() {
                 let mut state = self
                     .sched
@@ -416,7 +446,12 @@ impl Dispatcher {
                 out.push(r);
             }
         }
+        drop(steer);
         drop(rows_guard);
+        self.metrics
+            .dispatch
+            .rate_held
+            .fetch_add(plan.rate_held, Ordering::Relaxed);
         // After the claim, so the seconds just emptied are cleaned now. A
         // failed cleanup must not cost the rows this tick already claimed
         // (they are counted inflight and only a delivery brings the count
@@ -489,6 +524,13 @@ impl Dispatcher {
             }
         }
         out
+    }
+
+    fn note_policies(&self, steer: &Steering) {
+        let (t, s) = steer.stored();
+        let g = &self.metrics.dispatch.policies;
+        g[0].store(t as u64, Ordering::Relaxed);
+        g[1].store(s as u64, Ordering::Relaxed);
     }
 
     fn note_pauses(&self, p: &Paused) {

@@ -13,6 +13,7 @@ use ankusa_store::{DueRow, Kind, Store, StoreError};
 
 use super::active::{ActiveSet, Quiet, DAMAGED_RETRY_MS, UNCONFIGURED};
 use super::head::{Head, HeadWalk};
+use super::steer::{TickPolicy, Turn};
 use super::{DispatchSettings, SinkKey, SinkRoom};
 
 /// What one tick decided: the rows to claim per tenant and the markers
@@ -30,6 +31,8 @@ pub struct TickPlan {
     pub bad: Vec<Undecodable>,
     /// Due rows of a paused sink: the claim parks them.
     pub park: Vec<DueRow>,
+    /// Tenants visited whose rate left them no claim this tick.
+    pub rate_held: u64,
 }
 
 /// One visited tenant, as its marker cleanup needs it.
@@ -61,6 +64,8 @@ pub struct TickInput<'a> {
     pub settings: &'a DispatchSettings,
     pub paused: &'a Paused,
     pub inflight: &'a InflightNow,
+    /// Each tenant's weight, share, cap and rate this tick.
+    pub policy: &'a TickPolicy<'a>,
 }
 
 /// The rows in flight when a tick starts: per tenant (what the cap and
@@ -89,6 +94,7 @@ struct Candidate {
     /// How many of `due` the walk met from the visit's start before any
     /// row that may not go ([`Head::lead`]).
     lead: usize,
+    turn: Turn,
 }
 
 /// The read side of a tick: active tenants, their head rows, the
@@ -105,7 +111,9 @@ pub fn plan_tick(
         settings: s,
         paused,
         inflight,
+        policy,
     } = *input;
+    let mut rate_held = 0;
     set.refresh(store, now, paused)?;
     let granted = set.grant_heads(paused, sinks);
     let mut order = set.pick(s.scan_tenants, paused, &granted);
@@ -166,9 +174,14 @@ pub fn plan_tick(
             continue;
         }
         let busy = inflight.of(a.ord);
-        // Up to the ceiling, not the cap: a tenant may borrow slots nobody
-        // else is waiting for (the scheduler decides whether it does).
-        let room = s.tenant_ceiling().saturating_sub(busy) as usize;
+        // Up to the ceiling, not the share: a tenant may borrow slots
+        // nobody else is waiting for (the scheduler decides whether it
+        // does), but never past its own cap or its rate's tokens.
+        let turn = policy.turn(a.ord);
+        let room = turn.room(busy) as usize;
+        if turn.held_by_rate(busy) {
+            rate_held += 1;
+        }
         // Every due row has a marker in its second, so nothing is due
         // before the tenant's oldest marker: start the range there and skip
         // the tombstones of rows already claimed, or after the last row a
@@ -176,7 +189,8 @@ pub fn plan_tick(
         let floor = a.bucket.saturating_mul(1000);
         let start = set.start(a.ord, floor);
         let head = if room == 0 {
-            // A tenant at its cap keeps its place.
+            // A tenant at its cap or out of tokens keeps its place; with
+            // no row offered it is not ready, so it holds no floor.
             Head {
                 first: Some(a.bucket),
                 skip: set.skip.get(&a.ord).cloned(),
@@ -286,6 +300,7 @@ pub fn plan_tick(
             due: rows,
             head,
             lead,
+            turn,
         });
     }
     // Grouped by source: a tenant whose source is not known yet has no row
@@ -299,55 +314,87 @@ pub fn plan_tick(
             Some(TenantHead {
                 tenant: c.ord,
                 group,
-                weight: 1,
+                weight: c.turn.weight,
                 group_weight: sinks.weight(group),
-                cap: Some(s.per_tenant),
+                cap: Some(c.turn.share),
                 inflight: inflight.of(c.ord),
                 rows: &c.head,
             })
         })
         .collect();
-    let plan = sched.plan(now, &heads, limits);
-    drop(heads);
+    // A row is claimed only if its sink has room (`SinkRoom::take`), asked
+    // by the scheduler before it charges a claim: a tenant none of whose
+    // remaining rows fits (their sinks filled this tick by tenants before
+    // it) is skipped and keeps its lag, as a tenant skipped for bytes does.
+    // A row whose sink is full is passed over for the tenant's next rows
+    // (it stays due), so the scheduler's k-th claim of a tenant is the
+    // next of its rows that fits. Taken after the plan instead, rows were
+    // refused that the scheduler had charged, and two tenants competing
+    // for one slot a tick stayed tied, the one chosen first on the tie
+    // taking every slot.
     let index: HashMap<u32, usize> = read.iter().enumerate().map(|(i, c)| (c.ord, i)).collect();
+    let mut taken: HashMap<u32, Vec<(DueRow, Option<SinkKey>)>> = HashMap::new();
+    let mut tried: HashMap<u32, usize> = HashMap::new();
+    let mut failed = None;
+    let plan = {
+        let read = &read;
+        let mut fits = |tenant: u32, _k: usize| -> bool {
+            let Some(due) = index
+                .get(&tenant)
+                .and_then(|&i| read.get(i))
+                .map(|c| &c.due)
+            else {
+                return false;
+            };
+            let next = tried.entry(tenant).or_insert(0);
+            while failed.is_none() {
+                let Some(row) = due.get(*next) else {
+                    return false;
+                };
+                *next += 1;
+                match sinks.take(store, row) {
+                    Ok(Some(sink)) => {
+                        taken.entry(tenant).or_default().push((*row, sink));
+                        return true;
+                    }
+                    Ok(None) => {}
+                    Err(e) => failed = Some(e),
+                }
+            }
+            false
+        };
+        sched.plan_fitting(now, &heads, limits, &mut fits)
+    };
+    drop(heads);
+    if let Some(e) = failed {
+        return Err(e);
+    }
     let mut claims = Vec::with_capacity(plan.len());
     let mut cleared = Vec::new();
     for c in plan {
-        if let Some(cand) = index.get(&c.tenant).and_then(|&i| read.get_mut(i)) {
-            // The scheduler counts rows per tenant; the sinks' room is what
-            // is left after the tenants before it in this tick took theirs
-            // (a row of a sink filled meanwhile stays due; the tenant's next
-            // rows take its place).
-            let want = c.rows as usize;
-            let mut took = Vec::with_capacity(want.min(cand.due.len()));
-            for r in &cand.due {
-                if took.len() >= want {
-                    break;
-                }
-                if let Some(k) = sinks.take(store, r)? {
-                    took.push((*r, k));
-                }
-            }
-            // The rows met first from the visit's start, as far as this
-            // tick claims each of them: once committed, the tenant has no
-            // due row up to the last.
-            let mut taken = took.iter().map(|(r, _)| (r.seq, r.sink));
-            let last = cand
-                .due
-                .iter()
-                .take(cand.lead)
-                .take_while(|r| taken.next() == Some((r.seq, r.sink)))
-                .last();
-            if let Some(r) = last {
-                cleared.push((c.tenant, (r.at, r.seq, r.sink)));
-                cand.visit.from = DueFrom::After {
-                    at: r.at,
-                    seq: r.seq,
-                    sink: r.sink,
-                };
-            }
-            claims.push(took);
+        let Some(cand) = index.get(&c.tenant).and_then(|&i| read.get_mut(i)) else {
+            continue;
+        };
+        let took = taken.remove(&c.tenant).unwrap_or_default();
+        // The rows met first from the visit's start, as far as this tick
+        // claims each of them: once committed, the tenant has no due row
+        // up to the last.
+        let mut claimed = took.iter().map(|(r, _)| (r.seq, r.sink));
+        let last = cand
+            .due
+            .iter()
+            .take(cand.lead)
+            .take_while(|r| claimed.next() == Some((r.seq, r.sink)))
+            .last();
+        if let Some(r) = last {
+            cleared.push((c.tenant, (r.at, r.seq, r.sink)));
+            cand.visit.from = DueFrom::After {
+                at: r.at,
+                seq: r.seq,
+                sink: r.sink,
+            };
         }
+        claims.push(took);
     }
     Ok(TickPlan {
         visited: read.len(),
@@ -356,5 +403,6 @@ pub fn plan_tick(
         markers: read.into_iter().map(|c| c.visit).collect(),
         bad,
         park,
+        rate_held,
     })
 }

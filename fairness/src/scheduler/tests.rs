@@ -1008,3 +1008,42 @@ fn rule8_a_newcomer_is_served_first_and_gets_its_share_as_borrowed_rows_finish()
         }
     }
 }
+
+// `plan_fitting` (issue 31: a sink's room is the caller's bound): two tenants
+// backlogged against one slot a tick, which the caller's `fits` grants to the first
+// row asked. A refused row is not charged, so the tenants alternate. Guard: the
+// `fits` call in `fill` (mutation M10): without it both are claimed every tick.
+#[test]
+fn a_row_the_caller_refuses_is_not_claimed_and_not_charged() {
+    let mut s = Scheduler::new(cfg());
+    let rows: Vec<HeadRow> = (0..10).map(|_| row(0, 1000)).collect();
+    let heads: Vec<TenantHead<'_>> = [1u32, 2]
+        .iter()
+        .map(|&t| TenantHead {
+            tenant: t,
+            group: 0,
+            weight: 1,
+            group_weight: 1,
+            cap: None,
+            inflight: 0,
+            rows: &rows,
+        })
+        .collect();
+    let mut got = BTreeMap::new();
+    for now in 0..100 {
+        let mut slot = 1u32;
+        let mut fits = |_: u32, _: usize| {
+            let ok = slot > 0;
+            slot = slot.saturating_sub(1);
+            ok
+        };
+        for c in s.plan_fitting(now, &heads, lim(10), &mut fits) {
+            *got.entry(c.tenant).or_insert(0u32) += c.rows;
+        }
+    }
+    assert_eq!(got.values().sum::<u32>(), 100, "one slot a tick: {got:?}");
+    assert!(
+        got.values().all(|&n| (45..=55).contains(&n)),
+        "the slot is shared: {got:?}"
+    );
+}

@@ -90,6 +90,7 @@ fn figures(id: &str, draining: bool, accepted: u64, tenants: &[(&str, i64, i64)]
             tenants: rows,
             next: None,
             paused: vec!["globex".into()],
+            policies: Vec::new(),
         },
     }
 }
@@ -430,6 +431,7 @@ fn a_tenant_shows_every_node_holding_it_and_an_unreachable_one_says_so() {
         oldest_due_age_ms: Some(12_000),
         latest_dead: Vec::new(),
         paused: Vec::new(),
+        policy: None,
     };
     let dead = |seq: u64| DlqEntry {
         tenant: "acme".into(),

@@ -1,0 +1,752 @@
+//! Policy: what an operator set for a tenant (its weight, guaranteed
+//! share, hard cap and rate) or for a sink (its in-flight bound and rate),
+//! over the defaults of the daemon's configuration.
+//!
+//! Stored as meta rows, like pauses, so a policy survives a restart,
+//! travels with a backup and is the same for every opener. The dispatcher
+//! reads the whole table only when [`version`] moved: every write bumps it
+//! in the batch that changes a policy, so a tick costs one point read
+//! while nothing changes, and a change is seen by the next tick.
+//!
+//! Invariants:
+//! - A stored policy sets at least one field, each within [`Policy::check`]'s
+//!   ranges; clearing the last field deletes the row.
+//! - At most [`MAX_POLICIES`] rows.
+//! - Every put and delete goes with [`bump`] in the same batch.
+//!
+//! Keys: `m:policy:t tenant:str16` and `m:policy:s source:str16 sink:u16`;
+//! the version is `m:policy_version` (outside that prefix). Values
+//! (version 1): tenant `1:u8 set:u8 weight:u32 share:u32 cap:u32
+//! rate:u64 at:u64 by:str16`, sink `1:u8 set:u8 in_flight:u32 rate:u64
+//! at:u64 by:str16`, where `set` has one bit per field present (in that
+//! order) and a rate is in thousandths of a delivery per second.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::Batch;
+use crate::codec::{put_str16, Reader};
+use crate::error::{DecodeError, Result};
+use crate::pauses::SinkRef;
+use crate::schema::Family;
+use crate::store::{Dir, Store};
+use crate::tenants;
+
+const PREFIX: &[u8] = b"m:policy:";
+const VERSION: &[u8] = b"m:policy_version";
+const V1: u8 = 1;
+
+/// Policy rows one store holds at most (tenants and sinks together).
+pub const MAX_POLICIES: usize = 100_000;
+
+/// The highest weight: a tenant of weight 1000 gets 1000 claims for each
+/// one of a tenant of weight 1 in its group.
+pub const MAX_WEIGHT: u32 = 1000;
+
+/// The largest share, cap or in-flight bound accepted (the node's
+/// `max_inflight` bounds them all anyway).
+pub const MAX_SLOTS: u32 = 1_000_000;
+
+/// A rate: deliveries per second, kept in thousandths so that one a
+/// minute (17 thousandths) is expressible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rate {
+    milli: u64,
+}
+
+/// The lowest rate: one delivery an hour.
+pub const MIN_RATE_MILLI: u64 = 1;
+/// The highest rate: a million deliveries a second.
+pub const MAX_RATE_MILLI: u64 = 1_000_000_000;
+
+impl Rate {
+    pub fn from_milli(milli: u64) -> Rate {
+        Rate { milli }
+    }
+
+    /// Thousandths of a delivery per second.
+    pub fn milli(self) -> u64 {
+        self.milli
+    }
+
+    /// Deliveries per second.
+    pub fn per_second(self) -> f64 {
+        self.milli as f64 / 1000.0
+    }
+}
+
+/// Why a rate did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rate {0:?}: write N/s, N/m or N/h with N a positive number (e.g. 50/s, 30/m)")]
+pub struct RateError(pub String);
+
+impl std::str::FromStr for Rate {
+    type Err = RateError;
+
+    /// `50/s`, `2.5/s`, `30/m`, `10/h`; a bare number is per second.
+    fn from_str(s: &str) -> std::result::Result<Rate, RateError> {
+        let bad = || RateError(s.to_owned());
+        let t = s.trim();
+        let (n, per) = match t.split_once('/') {
+            Some((n, unit)) => {
+                let per = match unit.trim() {
+                    "s" | "sec" | "second" => 1.0,
+                    "m" | "min" | "minute" => 60.0,
+                    "h" | "hour" => 3600.0,
+                    _ => return Err(bad()),
+                };
+                (n.trim(), per)
+            }
+            None => (t, 1.0),
+        };
+        let n: f64 = n.parse().map_err(|_| bad())?;
+        if !n.is_finite() || n <= 0.0 {
+            return Err(bad());
+        }
+        let milli = (n * 1000.0 / per).round();
+        if !(MIN_RATE_MILLI as f64..=MAX_RATE_MILLI as f64).contains(&milli) {
+            return Err(RateError(format!(
+                "{s} (between one an hour and a million a second)"
+            )));
+        }
+        Ok(Rate {
+            milli: milli as u64,
+        })
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.milli.is_multiple_of(1000) {
+            write!(f, "{}/s", self.milli / 1000)
+        } else if (self.milli * 60).is_multiple_of(1000) {
+            write!(f, "{}/m", self.milli * 60 / 1000)
+        } else {
+            write!(f, "{}/s", self.per_second())
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Rate, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A tenant's policy: each field set overrides the configuration's
+/// default (`[tenants]`, and `[dispatch] per_tenant` for the share).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Its share within its source's group (1 to [`MAX_WEIGHT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// In-flight slots it is guaranteed before anyone borrows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<u32>,
+    /// Deliveries in flight at most, borrowing included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<u32>,
+    /// Deliveries started per second at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+}
+
+impl Policy {
+    pub fn is_empty(&self) -> bool {
+        *self == Policy::default()
+    }
+
+    /// `self`'s fields, and `base`'s where `self` has none.
+    pub fn over(&self, base: &Policy) -> Policy {
+        Policy {
+            weight: self.weight.or(base.weight),
+            share: self.share.or(base.share),
+            cap: self.cap.or(base.cap),
+            rate: self.rate.or(base.rate),
+        }
+    }
+
+    /// Refuses what is out of range or contradicts itself, naming the
+    /// field.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if let Some(w) = self.weight {
+            if !(1..=MAX_WEIGHT).contains(&w) {
+                return Err(format!("weight {w}: between 1 and {MAX_WEIGHT}"));
+            }
+        }
+        for (name, v) in [("share", self.share), ("cap", self.cap)] {
+            if let Some(v) = v {
+                if !(1..=MAX_SLOTS).contains(&v) {
+                    return Err(format!(
+                        "{name} {v}: between 1 and {MAX_SLOTS} (to stop a tenant, pause it)"
+                    ));
+                }
+            }
+        }
+        if let (Some(s), Some(c)) = (self.share, self.cap) {
+            if s > c {
+                return Err(format!(
+                    "share {s} above cap {c}: a tenant cannot be guaranteed more than it may use"
+                ));
+            }
+        }
+        if let Some(r) = self.rate {
+            if !(MIN_RATE_MILLI..=MAX_RATE_MILLI).contains(&r.milli) {
+                return Err(format!("rate {r}: between 1/h and 1000000/s"));
+            }
+        }
+        Ok(())
+    }
+
+    fn encode(&self, at: u64, by: &str) -> Vec<u8> {
+        let set = u8::from(self.weight.is_some())
+            | u8::from(self.share.is_some()) << 1
+            | u8::from(self.cap.is_some()) << 2
+            | u8::from(self.rate.is_some()) << 3;
+        let mut v = vec![V1, set];
+        for x in [self.weight, self.share, self.cap] {
+            v.extend_from_slice(&x.unwrap_or(0).to_be_bytes());
+        }
+        v.extend_from_slice(&self.rate.map_or(0, Rate::milli).to_be_bytes());
+        v.extend_from_slice(&at.to_be_bytes());
+        put_str16(&mut v, by);
+        v
+    }
+
+    fn decode(v: &[u8]) -> std::result::Result<(Policy, u64, String), DecodeError> {
+        let mut r = Reader::new(v, "tenant policy");
+        r.expect_u8(V1)?;
+        let set = r.u8()?;
+        if set & !0x0f != 0 || set == 0 {
+            return Err(DecodeError::new(
+                "tenant policy",
+                format!("field bits {set:#04x}"),
+            ));
+        }
+        let (w, s, c, rate) = (r.u32()?, r.u32()?, r.u32()?, r.u64()?);
+        let at = r.u64()?;
+        let by = r.str16()?;
+        r.finish()?;
+        let p = Policy {
+            weight: (set & 1 != 0).then_some(w),
+            share: (set & 2 != 0).then_some(s),
+            cap: (set & 4 != 0).then_some(c),
+            rate: (set & 8 != 0).then_some(Rate::from_milli(rate)),
+        };
+        p.check()
+            .map_err(|e| DecodeError::new("tenant policy", e))?;
+        Ok((p, at, by))
+    }
+}
+
+impl std::fmt::Display for Policy {
+    /// `weight 4, cap 20, rate 50/s`; `none` for a policy with no field.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(w) = self.weight {
+            parts.push(format!("weight {w}"));
+        }
+        if let Some(s) = self.share {
+            parts.push(format!("share {s}"));
+        }
+        if let Some(c) = self.cap {
+            parts.push(format!("cap {c}"));
+        }
+        if let Some(r) = self.rate {
+            parts.push(format!("rate {r}"));
+        }
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join(", "))
+        }
+    }
+}
+
+/// A sink's limits: each field set overrides the sink's configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkLimits {
+    /// Deliveries to it in flight at most (every tenant's together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// Requests started per second at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+}
+
+impl std::fmt::Display for SinkLimits {
+    /// `max_in_flight 4, rate 20/s`; `none` for no limit.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(n) = self.max_in_flight {
+            parts.push(format!("max_in_flight {n}"));
+        }
+        if let Some(r) = self.rate {
+            parts.push(format!("rate {r}"));
+        }
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join(", "))
+        }
+    }
+}
+
+impl SinkLimits {
+    pub fn is_empty(&self) -> bool {
+        *self == SinkLimits::default()
+    }
+
+    pub fn over(&self, base: &SinkLimits) -> SinkLimits {
+        SinkLimits {
+            max_in_flight: self.max_in_flight.or(base.max_in_flight),
+            rate: self.rate.or(base.rate),
+        }
+    }
+
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if let Some(v) = self.max_in_flight {
+            if !(1..=MAX_SLOTS).contains(&v) {
+                return Err(format!(
+                    "max_in_flight {v}: between 1 and {MAX_SLOTS} (to stop a sink, pause it)"
+                ));
+            }
+        }
+        if let Some(r) = self.rate {
+            if !(MIN_RATE_MILLI..=MAX_RATE_MILLI).contains(&r.milli) {
+                return Err(format!("rate {r}: between 1/h and 1000000/s"));
+            }
+        }
+        Ok(())
+    }
+
+    fn encode(&self, at: u64, by: &str) -> Vec<u8> {
+        let set = u8::from(self.max_in_flight.is_some()) | u8::from(self.rate.is_some()) << 1;
+        let mut v = vec![V1, set];
+        v.extend_from_slice(&self.max_in_flight.unwrap_or(0).to_be_bytes());
+        v.extend_from_slice(&self.rate.map_or(0, Rate::milli).to_be_bytes());
+        v.extend_from_slice(&at.to_be_bytes());
+        put_str16(&mut v, by);
+        v
+    }
+
+    fn decode(v: &[u8]) -> std::result::Result<(SinkLimits, u64, String), DecodeError> {
+        let mut r = Reader::new(v, "sink limits");
+        r.expect_u8(V1)?;
+        let set = r.u8()?;
+        if set & !0x03 != 0 || set == 0 {
+            return Err(DecodeError::new(
+                "sink limits",
+                format!("field bits {set:#04x}"),
+            ));
+        }
+        let (n, rate) = (r.u32()?, r.u64()?);
+        let at = r.u64()?;
+        let by = r.str16()?;
+        r.finish()?;
+        let l = SinkLimits {
+            max_in_flight: (set & 1 != 0).then_some(n),
+            rate: (set & 2 != 0).then_some(Rate::from_milli(rate)),
+        };
+        l.check().map_err(|e| DecodeError::new("sink limits", e))?;
+        Ok((l, at, by))
+    }
+}
+
+/// What a policy row applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    Tenant(String),
+    Sink(SinkRef),
+}
+
+impl Subject {
+    fn key(&self) -> Vec<u8> {
+        let mut k = PREFIX.to_vec();
+        match self {
+            Subject::Tenant(t) => {
+                k.push(b't');
+                put_str16(&mut k, t);
+            }
+            Subject::Sink(s) => {
+                k.push(b's');
+                put_str16(&mut k, &s.source);
+                k.extend_from_slice(&s.sink.to_be_bytes());
+            }
+        }
+        k
+    }
+
+    fn decode_key(k: &[u8]) -> std::result::Result<Subject, DecodeError> {
+        let rest = k
+            .strip_prefix(PREFIX)
+            .ok_or_else(|| DecodeError::new("policy key", "missing m:policy: prefix"))?;
+        let mut r = Reader::new(rest, "policy key");
+        let s = match r.u8()? {
+            b't' => Subject::Tenant(r.str16()?),
+            b's' => {
+                let source = r.str16()?;
+                Subject::Sink(SinkRef {
+                    source,
+                    sink: r.u16()?,
+                })
+            }
+            other => {
+                return Err(DecodeError::new(
+                    "policy key",
+                    format!("unknown subject byte {other:#04x}"),
+                ))
+            }
+        };
+        r.finish()?;
+        Ok(s)
+    }
+}
+
+/// A tenant's stored policy, with who set it and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantPolicy {
+    pub tenant: String,
+    pub policy: Policy,
+    /// When it was last changed (ms).
+    pub at: u64,
+    /// Who changed it (the audit's principal name).
+    pub by: String,
+}
+
+/// A sink's stored limits, with who set them and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSinkLimits {
+    pub sink: SinkRef,
+    pub limits: SinkLimits,
+    pub at: u64,
+    pub by: String,
+}
+
+/// The version the dispatcher compares: it moves with every change.
+pub fn version(store: &Store) -> Result<u64> {
+    match store.get(Family::Meta, VERSION)? {
+        Some(v) => {
+            let mut r = Reader::new(&v, "policy version");
+            let n = r.u64()?;
+            r.finish()?;
+            Ok(n)
+        }
+        None => Ok(0),
+    }
+}
+
+/// Moves the version in `b` (the caller's batch changes a policy). The
+/// caller serialises its read-modify-write; the store has one writer.
+pub fn bump(store: &Store, b: &mut Batch) -> Result<()> {
+    let next = version(store)?.wrapping_add(1);
+    b.put(Family::Meta, VERSION.to_vec(), next.to_be_bytes().to_vec());
+    Ok(())
+}
+
+/// Puts a tenant's policy in `b`, replacing any; an empty one deletes it.
+pub fn put_tenant(store: &Store, b: &mut Batch, t: &TenantPolicy) -> Result<()> {
+    let key = Subject::Tenant(t.tenant.clone()).key();
+    if t.policy.is_empty() {
+        b.delete(Family::Meta, key);
+    } else {
+        b.put(Family::Meta, key, t.policy.encode(t.at, &t.by));
+    }
+    bump(store, b)
+}
+
+/// Puts a sink's limits in `b`, replacing any; empty ones delete them.
+pub fn put_sink(store: &Store, b: &mut Batch, s: &StoredSinkLimits) -> Result<()> {
+    let key = Subject::Sink(s.sink.clone()).key();
+    if s.limits.is_empty() {
+        b.delete(Family::Meta, key);
+    } else {
+        b.put(Family::Meta, key, s.limits.encode(s.at, &s.by));
+    }
+    bump(store, b)
+}
+
+/// The stored policy of a tenant, if any.
+pub fn tenant(store: &Store, tenant: &str) -> Result<Option<TenantPolicy>> {
+    let key = Subject::Tenant(tenant.to_owned()).key();
+    match store.get(Family::Meta, &key)? {
+        Some(v) => {
+            let (policy, at, by) = Policy::decode(&v)?;
+            Ok(Some(TenantPolicy {
+                tenant: tenant.to_owned(),
+                policy,
+                at,
+                by,
+            }))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The stored limits of a sink, if any.
+pub fn sink(store: &Store, sink: &SinkRef) -> Result<Option<StoredSinkLimits>> {
+    let key = Subject::Sink(sink.clone()).key();
+    match store.get(Family::Meta, &key)? {
+        Some(v) => {
+            let (limits, at, by) = SinkLimits::decode(&v)?;
+            Ok(Some(StoredSinkLimits {
+                sink: sink.clone(),
+                limits,
+                at,
+                by,
+            }))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Every stored policy: tenants (in id order), then sinks. At most
+/// [`MAX_POLICIES`] rows in all.
+pub fn list(store: &Store) -> Result<(Vec<TenantPolicy>, Vec<StoredSinkLimits>)> {
+    let lo = PREFIX.to_vec();
+    let mut hi = PREFIX.to_vec();
+    if let Some(last) = hi.last_mut() {
+        *last += 1;
+    }
+    let (mut ts, mut ss) = (Vec::new(), Vec::new());
+    store.scan(Family::Meta, &lo, &hi, Dir::Forward, |k, v| {
+        match Subject::decode_key(k)? {
+            Subject::Tenant(tenant) => {
+                let (policy, at, by) = Policy::decode(v)?;
+                ts.push(TenantPolicy {
+                    tenant,
+                    policy,
+                    at,
+                    by,
+                });
+            }
+            Subject::Sink(sink) => {
+                let (limits, at, by) = SinkLimits::decode(v)?;
+                ss.push(StoredSinkLimits {
+                    sink,
+                    limits,
+                    at,
+                    by,
+                });
+            }
+        }
+        Ok(if ts.len() + ss.len() >= MAX_POLICIES {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    })?;
+    Ok((ts, ss))
+}
+
+/// How many policy rows are stored (what [`MAX_POLICIES`] bounds).
+pub fn count(store: &Store) -> Result<usize> {
+    let (t, s) = list(store)?;
+    Ok(t.len() + s.len())
+}
+
+/// The stored policies resolved for the dispatcher: tenants by ordinal.
+/// A policy of a tenant the store no longer knows (erased) covers nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policies {
+    /// The [`version`] this was read at.
+    pub version: u64,
+    pub tenants: HashMap<u32, Policy>,
+    pub sinks: HashMap<SinkRef, SinkLimits>,
+}
+
+impl Policies {
+    /// Reads the table (one bounded scan, one point read per tenant).
+    pub fn load(store: &Store) -> Result<Policies> {
+        // Read first: a change committed during the scan moves the version
+        // past this one, so the next comparison reads again.
+        let version = version(store)?;
+        let (ts, ss) = list(store)?;
+        let mut tenants = HashMap::with_capacity(ts.len());
+        for t in ts {
+            if let Some(ord) = tenants::ord_of(store, &t.tenant)? {
+                tenants.insert(ord, t.policy);
+            }
+        }
+        Ok(Policies {
+            version,
+            tenants,
+            sinks: ss.into_iter().map(|s| (s.sink, s.limits)).collect(),
+        })
+    }
+
+    pub fn tenant(&self, ord: u32) -> Option<&Policy> {
+        self.tenants.get(&ord)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn policy() -> impl Strategy<Value = Policy> {
+        (
+            proptest::option::of(1..=MAX_WEIGHT),
+            proptest::option::of(1..=1000u32),
+            proptest::option::of(1000..=MAX_SLOTS),
+            proptest::option::of(MIN_RATE_MILLI..=MAX_RATE_MILLI),
+        )
+            .prop_map(|(weight, share, cap, rate)| Policy {
+                weight,
+                share,
+                cap,
+                rate: rate.map(Rate::from_milli),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn a_policy_decodes_to_what_was_encoded(p in policy(), at in any::<u64>(), by in "[a-z]{0,12}") {
+            prop_assume!(!p.is_empty());
+            let (q, a, b) = Policy::decode(&p.encode(at, &by)).unwrap();
+            prop_assert_eq!((q, a, b), (p, at, by));
+        }
+
+        #[test]
+        fn a_rate_reads_back_from_its_text(milli in MIN_RATE_MILLI..=MAX_RATE_MILLI) {
+            let r = Rate::from_milli(milli);
+            let back: Rate = r.to_string().parse().unwrap();
+            // Text in /s with a fraction may round at the thousandth.
+            prop_assert!(back.milli().abs_diff(milli) <= 1, "{} -> {}", r, back.milli());
+        }
+    }
+
+    #[test]
+    fn rates_parse_in_their_units_and_bad_ones_are_refused() {
+        let ms = |s: &str| s.parse::<Rate>().map(Rate::milli);
+        assert_eq!(ms("50/s"), Ok(50_000));
+        assert_eq!(ms("50"), Ok(50_000));
+        assert_eq!(ms("2.5/s"), Ok(2_500));
+        assert_eq!(ms("30/m"), Ok(500));
+        assert_eq!(ms("3600/h"), Ok(1_000));
+        for bad in ["", "0/s", "-1/s", "x/s", "5/d", "nan/s", "inf", "1/h/s"] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad:?} parsed");
+        }
+        assert_eq!(Rate::from_milli(500).to_string(), "30/m");
+        assert_eq!(Rate::from_milli(50_000).to_string(), "50/s");
+    }
+
+    #[test]
+    fn out_of_range_and_contradictory_policies_are_refused_by_field() {
+        let bad = [
+            (
+                Policy {
+                    weight: Some(0),
+                    ..Policy::default()
+                },
+                "weight",
+            ),
+            (
+                Policy {
+                    weight: Some(1001),
+                    ..Policy::default()
+                },
+                "weight",
+            ),
+            (
+                Policy {
+                    cap: Some(0),
+                    ..Policy::default()
+                },
+                "cap",
+            ),
+            (
+                Policy {
+                    share: Some(9),
+                    cap: Some(4),
+                    ..Policy::default()
+                },
+                "share 9 above cap 4",
+            ),
+        ];
+        for (p, why) in bad {
+            let e = p.check().unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+        assert!(Policy {
+            share: Some(4),
+            cap: Some(4),
+            ..Policy::default()
+        }
+        .check()
+        .is_ok());
+    }
+
+    #[test]
+    fn a_change_moves_the_version_and_the_dispatchers_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let alloc = tenants::TenantAllocator::load(&store, 10).unwrap();
+        let mut b = Batch::new();
+        let res = alloc.resolve(&store, ["acme"], &mut b).unwrap();
+        let ord = res.ord("acme", 10).unwrap();
+        store.commit(b, true).unwrap();
+        assert_eq!(version(&store).unwrap(), 0);
+        let p = Policy {
+            weight: Some(4),
+            rate: Some(Rate::from_milli(50_000)),
+            ..Policy::default()
+        };
+        let mut b = Batch::new();
+        let t = TenantPolicy {
+            tenant: "acme".into(),
+            policy: p,
+            at: 7,
+            by: "op".into(),
+        };
+        put_tenant(&store, &mut b, &t).unwrap();
+        let s = StoredSinkLimits {
+            sink: SinkRef {
+                source: "shop".into(),
+                sink: 1,
+            },
+            limits: SinkLimits {
+                max_in_flight: Some(3),
+                rate: None,
+            },
+            at: 8,
+            by: "op".into(),
+        };
+        put_sink(&store, &mut b, &s).unwrap();
+        store.commit(b, true).unwrap();
+        assert_eq!(version(&store).unwrap(), 1, "one batch, one step");
+        let seen = Policies::load(&store).unwrap();
+        assert_eq!(seen.version, 1);
+        assert_eq!(seen.tenant(ord), Some(&p));
+        assert_eq!(seen.sinks.get(&s.sink), Some(&s.limits));
+        assert_eq!(tenant(&store, "acme").unwrap(), Some(t.clone()));
+        // An empty policy deletes the row and moves the version again.
+        let mut b = Batch::new();
+        put_tenant(
+            &store,
+            &mut b,
+            &TenantPolicy {
+                policy: Policy::default(),
+                ..t
+            },
+        )
+        .unwrap();
+        store.commit(b, true).unwrap();
+        assert_eq!(version(&store).unwrap(), 2);
+        assert_eq!(tenant(&store, "acme").unwrap(), None);
+        assert_eq!(count(&store).unwrap(), 1);
+    }
+}
