@@ -240,7 +240,7 @@ impl App {
             Next::Fetch(reqs) => self.fetch(reqs),
             Next::Guard(scope) => {
                 self.overlays
-                    .push(Overlay::Guard(Guard::new(scope.clone())));
+                    .push(Overlay::Guard(Box::new(Guard::new(scope.clone()))));
                 if scope.counts() {
                     self.fetch(vec![Request::DryRun(scope)])
                 } else {
@@ -789,6 +789,22 @@ impl App {
         self.follow(Next::Guard(scope))
     }
 
+    /// `:policy weight=4 cap=20` or `:policy clear` on a tenant's detail:
+    /// the guard shows the stored policy and what it becomes.
+    fn policy(&mut self, arg: &str) -> Vec<Effect> {
+        if !self.can_act() {
+            self.status = CANNOT_ACT.into();
+            return Vec::new();
+        }
+        match guard::policy_scope(arg, self.screen(), self.tenant.as_ref()) {
+            Ok(scope) => self.follow(Next::Guard(scope)),
+            Err(why) => {
+                self.status = why;
+                Vec::new()
+            }
+        }
+    }
+
     fn start_guard(&mut self, action: KeyAction) -> Vec<Effect> {
         if !self.can_act() {
             self.status = CANNOT_ACT.into();
@@ -1056,6 +1072,7 @@ impl App {
             What::Repair => self.repair(),
             What::Drain => self.drain(true),
             What::Undrain => self.drain(false),
+            What::Policy => self.policy(arg),
             What::PauseFor => self.pause_sink_for(arg, false),
             What::ResumeFor => self.pause_sink_for(arg, true),
             What::Sort => self.sort_by(arg),

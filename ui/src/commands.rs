@@ -46,6 +46,7 @@ pub enum What {
     Undrain,
     PauseFor,
     ResumeFor,
+    Policy,
     Quit,
 }
 
@@ -155,6 +156,14 @@ pub const COMMANDS: &[Spec] = &[
         arg_label: "TENANT",
         help: "resume the selected sink for that tenant",
         what: What::ResumeFor,
+    },
+    Spec {
+        name: "policy",
+        aliases: &[],
+        arg: Required,
+        arg_label: "weight=4 cap=20",
+        help: "set fields of this tenant's policy (weight, share, cap, rate), or clear it; guarded",
+        what: What::Policy,
     },
     Spec {
         name: "drain",

@@ -126,7 +126,7 @@ pub fn count_on<S: Deref<Target = Store>>(
     match ask(scope)? {
         Ask::Purge { tenant, kinds } => counted(op.purge(&tenant, kinds, true)?),
         Ask::Replay(r) => counted(op.replay(r, true)?),
-        Ask::Pause(_) | Ask::Resume(_) | Ask::Drain(_) => Ok(0),
+        Ask::Pause(_) | Ask::Resume(_) | Ask::Drain(_) | Ask::Policy { .. } => Ok(0),
     }
 }
 
@@ -164,6 +164,27 @@ pub fn act_on<S: Deref<Target = Store>>(
                 )));
             };
             Action::Started(Box::new(job))
+        }
+        Ask::Policy { tenant, set } => {
+            let c = match set {
+                Some(p) => op.set_tenant_policy(&tenant, &p)?,
+                None => op.clear_tenant_policy(&tenant)?,
+            };
+            let show = |p: Option<ankusa_store::policy::Policy>| {
+                p.map_or_else(|| "the defaults".to_owned(), |p| p.to_string())
+            };
+            return Ok(noted(if c.changed {
+                format!(
+                    "Policy of tenant {tenant}: {} -> {}. The dispatcher applies it on its next tick.",
+                    show(c.before),
+                    show(c.after)
+                )
+            } else {
+                format!(
+                    "Policy of tenant {tenant} was already {}: nothing changed.",
+                    show(c.after)
+                )
+            }));
         }
         Ask::Drain(on) => {
             let n = op.drain(on)?;
@@ -218,6 +239,11 @@ enum Ask {
     Resume(PauseRequest),
     /// Start (`true`) or end a drain.
     Drain(bool),
+    /// Set the fields of `set` (merged into what is stored), or clear.
+    Policy {
+        tenant: String,
+        set: Option<ankusa_store::policy::Policy>,
+    },
 }
 
 fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
@@ -245,6 +271,12 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
         ActionScope::Pause(t) => Ask::Pause(t.request()),
         ActionScope::Resume(t) => Ask::Resume(t.request()),
         ActionScope::Drain { on, .. } => Ask::Drain(*on),
+        // The whole policy the guard showed, not a merge of what the
+        // operator typed: what is confirmed is what is stored.
+        ActionScope::Policy { tenant, after, .. } => Ask::Policy {
+            tenant: tenant.clone(),
+            set: *after,
+        },
         ActionScope::Migrate => {
             return Err(DataError::Refused(
                 "the migration runs step by step in the console".into(),

@@ -125,13 +125,14 @@ impl Feed {
         now: u64,
     ) -> Result<TenantData, DataError> {
         let s = self.need()?;
-        let (name, paused) = match tenants::name_of(s, ord)? {
+        let (name, paused, policy) = match tenants::name_of(s, ord)? {
             Some(Name::Live(n)) => {
                 let paused = ankusa_ops::reads::holding(s, &n)?;
-                (n, paused)
+                let policy = ankusa_store::policy::tenant(s, &n)?;
+                (n, paused, policy)
             }
-            Some(Name::Erased) => ("(erased)".into(), Vec::new()),
-            None => (format!("ord {ord}"), Vec::new()),
+            Some(Name::Erased) => ("(erased)".into(), Vec::new(), None),
+            None => (format!("ord {ord}"), Vec::new(), None),
         };
         let (counters, totals) = queries::tallies(s, ord)?;
         Ok(TenantData {
@@ -143,6 +144,7 @@ impl Feed {
             heat: heatmap::count_row(s, ord, heat, now)?,
             dlq: queries::dlq_page_for_tenant(s, ord, None, dlq_limit)?,
             paused,
+            policy,
         })
     }
 

@@ -10,6 +10,7 @@ use ankusa_ops::preview::Preview;
 use ankusa_store::check::CheckReport;
 use ankusa_store::counters::Field;
 use ankusa_store::migrate::{self, Cursor, Plan};
+use ankusa_store::policy::{Policy, TenantPolicy};
 use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::tenants::TenantInfo;
@@ -200,6 +201,8 @@ pub struct TenantData {
     /// The pauses that hold its rows (of it, of a sink for it, of a sink
     /// for every tenant).
     pub paused: Vec<PauseView>,
+    /// What an operator set for it (`ankusa tenants policy`), if anything.
+    pub policy: Option<TenantPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,6 +375,14 @@ pub enum ActionScope {
         on: bool,
         node: Option<String>,
     },
+    /// Set (`after`) or clear (`after: None`) a tenant's policy; `before`
+    /// is what is stored now, shown beside what it becomes.
+    Policy {
+        ord: u32,
+        tenant: String,
+        before: Option<Policy>,
+        after: Option<Policy>,
+    },
 }
 
 impl ActionScope {
@@ -403,6 +414,19 @@ impl ActionScope {
             ActionScope::Repair => {
                 "repair this store: quarantine due rows that do not decode, put back missing markers, set every counter to the fold (ankusa store repair)".into()
             }
+            ActionScope::Policy {
+                tenant,
+                before,
+                after,
+                ..
+            } => format!(
+                "{} the policy of tenant {tenant}: {}",
+                if after.is_some() { "set" } else { "clear" },
+                ankusa_ops::policy::describe_tenant(
+                    &before.unwrap_or_default(),
+                    &after.unwrap_or_default()
+                )
+            ),
             ActionScope::Pause(t) => format!("pause {}", t.label()),
             ActionScope::Resume(t) => format!("resume {}", t.label()),
             ActionScope::Drain { on, node } => {
@@ -423,16 +447,19 @@ impl ActionScope {
     pub fn counts(&self) -> bool {
         !matches!(
             self,
-            ActionScope::Pause(_) | ActionScope::Resume(_) | ActionScope::Drain { .. }
+            ActionScope::Pause(_)
+                | ActionScope::Resume(_)
+                | ActionScope::Drain { .. }
+                | ActionScope::Policy { .. }
         )
     }
 
     /// What the operator must type to confirm.
     pub fn confirm_word(&self) -> String {
         match self {
-            ActionScope::Purge { tenant, .. } | ActionScope::ReplayTenant { tenant, .. } => {
-                tenant.clone()
-            }
+            ActionScope::Purge { tenant, .. }
+            | ActionScope::ReplayTenant { tenant, .. }
+            | ActionScope::Policy { tenant, .. } => tenant.clone(),
             ActionScope::ReplayRows { .. } | ActionScope::ReplayRange { .. } => "replay".into(),
             ActionScope::Migrate => "migrate".into(),
             ActionScope::Repair => "repair".into(),

@@ -488,7 +488,7 @@ impl FleetApp {
 
     fn open_guard(&mut self, node: String, scope: ActionScope) -> Vec<FleetEffect> {
         self.overlays
-            .push(Overlay::Guard(Guard::new(scope.clone())));
+            .push(Overlay::Guard(Box::new(Guard::new(scope.clone()))));
         self.guard_node = Some(node.clone());
         if scope.counts() {
             vec![FleetEffect::Fetch(FleetRequest::DryRun { node, scope })]

@@ -1,5 +1,5 @@
 //! The guard of an action that changes what the node does (purge, replay,
-//! migrate, repair, pause, resume, drain, undrain): the exact scope and the dry run's
+//! migrate, repair, pause, resume, drain, undrain, a tenant's policy): the exact scope and the dry run's
 //! count first (a pause or a resume changes no row's content and is not
 //! counted), then the typed confirmation (the tenant's name for a purge or
 //! a tenant's pause, `SOURCE/NAME` for a sink's), then progress (a sink's
@@ -13,9 +13,10 @@ use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use ankusa_ops::model::Kinds;
+use ankusa_store::policy::{Policy, RateError};
 
 use crate::data::{ActionResult, ActionScope, Progress, Request, TenantData};
-use crate::fmt::{num, utc};
+use crate::fmt::{num, quoted, utc};
 use crate::keymap::KeyAction;
 use crate::screens::dlq::DlqState;
 use crate::screens::Screen;
@@ -59,6 +60,69 @@ pub enum NoScope {
     Nothing,
     /// The action does not apply on this screen.
     NotHere,
+}
+
+/// The scope of `:policy ARG` on `screen`: `clear`, or `field=value`
+/// pairs (`weight`, `share`, `cap`, `rate`) merged into the tenant's stored
+/// policy. Refused, with the reason, off a tenant's detail, on a field or
+/// value it does not know, and when nothing would change.
+pub fn policy_scope(
+    arg: &str,
+    screen: &Screen,
+    tenant: Option<&TenantData>,
+) -> Result<ActionScope, String> {
+    let Screen::Tenant { ord } = *screen else {
+        return Err(":policy works on a tenant's detail (Enter on the tenants list)".into());
+    };
+    let Some(t) = tenant.filter(|t| t.ord == ord) else {
+        return Err("the tenant is still loading".into());
+    };
+    let before = t.policy.as_ref().map(|p| p.policy);
+    let after = if arg.trim() == "clear" {
+        None
+    } else {
+        let mut set = Policy::default();
+        for pair in arg.split_whitespace() {
+            let Some((k, v)) = pair.split_once('=') else {
+                return Err(format!(
+                    "{}: write field=value (weight=4 cap=20 rate=50/s), or clear",
+                    quoted(pair, 30)
+                ));
+            };
+            let n = || {
+                v.parse::<u32>()
+                    .map_err(|_| format!("{k}={}: a whole number", quoted(v, 20)))
+            };
+            match k {
+                "weight" => set.weight = Some(n()?),
+                "share" => set.share = Some(n()?),
+                "cap" => set.cap = Some(n()?),
+                "rate" => set.rate = Some(v.parse().map_err(|e: RateError| e.to_string())?),
+                _ => {
+                    return Err(format!(
+                        "unknown field {}: weight, share, cap or rate",
+                        quoted(k, 20)
+                    ))
+                }
+            }
+        }
+        let merged = set.over(&before.unwrap_or_default());
+        merged.check()?;
+        Some(merged)
+    };
+    if after == before {
+        return Err(format!(
+            "the policy of {} is already {}: nothing to change",
+            quoted(&t.name, 30),
+            before.map_or_else(|| "the defaults".to_owned(), |p| p.to_string())
+        ));
+    }
+    Ok(ActionScope::Policy {
+        ord,
+        tenant: t.name.clone(),
+        before,
+        after,
+    })
 }
 
 /// The scope `action` has on `screen`.
@@ -263,6 +327,14 @@ pub fn draw_on(f: &mut Frame, g: &Guard, node: Option<&str>, theme: &Theme, area
                     " Hooks that still arrive are accepted; it delivers what it holds.",
                     theme.title(),
                 ),
+                ActionScope::Policy { before, after, .. } => Span::styled(
+                    format!(
+                        " Now: {}. After: {}.",
+                        before.map_or_else(|| "the defaults".to_owned(), |p| p.to_string()),
+                        after.map_or_else(|| "the defaults".to_owned(), |p| p.to_string())
+                    ),
+                    theme.title(),
+                ),
                 ActionScope::Drain { on: false, .. } => Span::styled(
                     " The balancer puts it back after its rise checks.",
                     theme.title(),
@@ -287,6 +359,9 @@ pub fn draw_on(f: &mut Frame, g: &Guard, node: Option<&str>, theme: &Theme, area
                 }
                 ActionScope::Resume(_) => " Deliveries start again within one dispatcher tick.",
                 ActionScope::Drain { .. } => " Audited, like `ankusa node drain|undrain`.",
+                ActionScope::Policy { .. } => {
+                    " No row changes; the dispatcher applies it on its next tick. Audited, like `ankusa tenants policy`."
+                }
                 _ => " Replayed rows become due now and leave the DLQ.",
             }));
             lines.push(Line::from(format!(

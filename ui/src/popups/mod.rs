@@ -16,5 +16,6 @@ pub enum Overlay {
         kind: input::InputKind,
         text: String,
     },
-    Guard(guard::Guard),
+    /// Boxed: a guard holds its whole scope, many times the other entries.
+    Guard(Box<guard::Guard>),
 }

@@ -65,7 +65,8 @@ pub fn draw(
     let c = &t.counters;
     let dlq_rows = t.dlq.entries.len().max(1) as u16;
     let [top, rate, heat, chart, dl] = Layout::vertical([
-        Constraint::Length(5),
+        // One line more for a policy of its own.
+        Constraint::Length(if t.policy.is_some() { 6 } else { 5 }),
         Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Length(if rates.live {
@@ -107,6 +108,18 @@ pub fn draw(
         )),
         Line::from(format!(" oldest due: {first}")),
     ];
+    let mut lines = lines;
+    if let Some(p) = &t.policy {
+        lines.push(Line::from(vec![
+            Span::styled(" policy: ", theme.title()),
+            Span::raw(format!(
+                "{} (set by {}, {} ago; :policy changes it)",
+                p.policy,
+                p.by,
+                age(now.saturating_sub(p.at))
+            )),
+        ]));
+    }
     // The header names each pause that holds its rows: its own, a sink's
     // for it, a sink's for every tenant (the border cuts a long list;
     // `7` lists the sinks).

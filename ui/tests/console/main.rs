@@ -15,6 +15,7 @@ mod drain;
 mod fleet;
 mod flows;
 mod migration;
+mod policy;
 mod rates;
 mod screens;
 mod sinks;

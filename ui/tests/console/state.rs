@@ -302,6 +302,7 @@ fn guarded_actions_are_hidden_when_the_console_cannot_act() {
                 next: None,
             },
             paused: vec![],
+            policy: None,
         });
         for c in ['P', 'A'] {
             let e = keys(&mut a, &c.to_string());
@@ -339,6 +340,7 @@ fn beside_a_daemon_actions_go_through_it() {
             next: None,
         },
         paused: vec![],
+        policy: None,
     });
     let e = keys(&mut a, "A");
     assert!(
@@ -368,6 +370,7 @@ fn purge_goes_through_dry_run_typed_name_progress_and_result() {
             next: None,
         },
         paused: vec![],
+        policy: None,
     });
     let e = keys(&mut a, "P");
     let scope = match fetches(&e)[..] {
@@ -434,6 +437,7 @@ fn tab_in_the_purge_dialog_changes_the_kinds_and_counts_again() {
             next: None,
         },
         paused: vec![],
+        policy: None,
     });
     let e = keys(&mut a, "P");
     answer(&mut a, e, |r| match r {
