@@ -64,12 +64,22 @@ pub fn tenants_page(
 ) -> Result<TenantsPage> {
     let mut page = tenants_rows(store, who, sort, cursor, limit)?;
     page.paused = paused_among(store, page.tenants.iter().map(|t| t.id.as_str()))?;
-    for t in &page.tenants {
-        if ankusa_store::policy::tenant(store, &t.id)?.is_some() {
-            page.policies.push(t.id.clone());
+    page.policies = with_policy_among(store, page.tenants.iter().map(|t| t.id.as_str()))?;
+    Ok(page)
+}
+
+/// Which of `ids` have a policy of their own (one point read each).
+pub fn with_policy_among<'a>(
+    store: &Store,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for id in ids {
+        if ankusa_store::policy::tenant(store, id)?.is_some() {
+            out.push(id.to_owned());
         }
     }
-    Ok(page)
+    Ok(out)
 }
 
 fn tenants_rows(

@@ -92,6 +92,26 @@ impl Api {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// `PUT` or `DELETE` (`body` none) with a JSON body.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        token: Option<&str>,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut r = self.c.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
     /// Polls a job until it leaves `running`.
     async fn wait_job(&self, id: u64) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -845,4 +865,140 @@ async fn a_purge_racing_the_dispatcher_loses_no_count() {
     );
     d.stop();
     store_check(&dir.path().join("store"));
+}
+
+/// Issue 31's routes: an admin sets, merges and clears a tenant's policy
+/// and a sink's limits; a tenant token reads its own tenant's policy and
+/// nothing else, and sets none; bad bodies are refused by field.
+#[tokio::test(flavor = "multi_thread")]
+async fn policy_routes_set_merge_clear_and_keep_tenant_tokens_to_reading_their_own() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), 5, 300);
+    config(dir.path());
+    let d = Daemon::start(dir.path());
+    let api = Api::new(&d);
+    let own = format!("/v1/admin/tenants/{OWN}/policy");
+    let other = format!("/v1/admin/tenants/{OTHER}/policy");
+
+    let (s, v) = api.get(Some(ADMIN), &own).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["stored"], Value::Null, "{v}");
+    assert_eq!(v["defaults"]["weight"], 1, "{v}");
+
+    let (s, v) = api
+        .send(
+            Method::PUT,
+            Some(ADMIN),
+            &own,
+            Some(serde_json::json!({"weight": 4, "rate": "50/s"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["changed"], true, "{v}");
+    assert_eq!(v["after"], serde_json::json!({"weight": 4, "rate": "50/s"}));
+    // A second PUT merges: the weight stays.
+    let (s, v) = api
+        .send(
+            Method::PUT,
+            Some(ADMIN),
+            &own,
+            Some(serde_json::json!({"cap": 20})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["after"],
+        serde_json::json!({"weight": 4, "cap": 20, "rate": "50/s"})
+    );
+    let (s, v) = api
+        .send(
+            Method::PUT,
+            Some(ADMIN),
+            &own,
+            Some(serde_json::json!({"cap": 20})),
+        )
+        .await;
+    assert_eq!((s, &v["changed"]), (200, &Value::Bool(false)), "{v}");
+
+    for (body, code) in [
+        (serde_json::json!({"weight": 0}), "policy_invalid"),
+        (serde_json::json!({"share": 40}), "policy_invalid"),
+        (serde_json::json!({"rate": "fast"}), "bad_request"),
+        (serde_json::json!({"colour": 1}), "unknown_field"),
+    ] {
+        let (s, v) = api
+            .send(Method::PUT, Some(ADMIN), &own, Some(body.clone()))
+            .await;
+        assert_eq!(s, 400, "{body}: {v}");
+        assert_eq!(v["error"], code, "{body}: {v}");
+    }
+    let (s, v) = api
+        .send(Method::PUT, Some(ADMIN), &own, Some(serde_json::json!({})))
+        .await;
+    assert_eq!(s, 400, "{v}");
+
+    // The tenant's own token reads its policy, sets none, sees no other.
+    let (s, v) = api.get(Some(ACME), &own).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["stored"]["policy"]["weight"], 4, "{v}");
+    let (s, v) = api
+        .send(
+            Method::PUT,
+            Some(ACME),
+            &own,
+            Some(serde_json::json!({"weight": 9})),
+        )
+        .await;
+    assert_eq!(s, 403, "{v}");
+    let (s, _) = api.send(Method::DELETE, Some(ACME), &own, None).await;
+    assert_eq!(s, 403);
+    let (s, _) = api.get(Some(ACME), &other).await;
+    assert_eq!(s, 404);
+
+    // The detail and the page carry it.
+    let (_, t) = api
+        .get(Some(ADMIN), &format!("/v1/admin/tenants/{OWN}"))
+        .await;
+    assert_eq!(t["policy"]["policy"]["cap"], 20, "{t}");
+    let (_, page) = api.get(Some(ADMIN), "/v1/admin/tenants?limit=100").await;
+    assert_eq!(page["policies"], serde_json::json!([OWN]), "{page}");
+
+    let (s, v) = api.send(Method::DELETE, Some(ADMIN), &own, None).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["after"], Value::Null, "{v}");
+
+    // A sink's limits, the sink percent-encoded as SOURCE/SINK.
+    let limits = "/v1/admin/sinks/shop%2F0/limits";
+    let (s, v) = api
+        .send(
+            Method::PUT,
+            Some(ADMIN),
+            limits,
+            Some(serde_json::json!({"max_in_flight": 4, "rate": "20/s"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["sink"], "shop/0", "{v}");
+    let (s, v) = api.get(Some(ADMIN), limits).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["stored"]["limits"]["max_in_flight"], 4, "{v}");
+    assert_eq!(api.get(Some(ACME), limits).await.0, 403);
+    let (s, _) = api.send(Method::DELETE, Some(ADMIN), limits, None).await;
+    assert_eq!(s, 200);
+
+    let (_, audit) = api.get(Some(ADMIN), "/v1/admin/audit?limit=100").await;
+    let scopes: Vec<&str> = audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "tenant_policy" || r["action"] == "sink_limits")
+        .filter_map(|r| r["scope"].as_str())
+        .collect();
+    assert_eq!(scopes.len(), 5, "{scopes:?}");
+    assert!(
+        scopes.contains(&"sink shop/0: max_in_flight default -> 4, rate default -> 20/s"),
+        "{scopes:?}"
+    );
+    d.stop();
 }

@@ -433,11 +433,12 @@ impl App {
                 field,
                 rows,
                 paused,
+                policies,
                 at,
             } => {
                 if self
                     .tenants
-                    .on_ranked(field, rows, paused, at, &mut self.status)
+                    .on_ranked(field, rows, (paused, policies), at, &mut self.status)
                 {
                     self.clamp_sel();
                 }

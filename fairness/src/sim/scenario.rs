@@ -77,6 +77,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
     ("sources.toml", include_str!("../../scenarios/sources.toml")),
     (
+        "weighted_in_sybil.toml",
+        include_str!("../../scenarios/weighted_in_sybil.toml"),
+    ),
+    (
         "large_rows.toml",
         include_str!("../../scenarios/large_rows.toml"),
     ),

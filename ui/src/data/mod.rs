@@ -55,10 +55,13 @@ impl Feed {
                 let rows = tenants::top_by(s, *field, *limit)?;
                 let paused =
                     ankusa_ops::reads::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
+                let policies =
+                    ankusa_ops::reads::with_policy_among(s, rows.iter().map(|t| t.id.as_str()))?;
                 Reply::Ranked {
                     field: *field,
                     rows,
                     paused,
+                    policies,
                     at: now,
                 }
             }

@@ -108,12 +108,14 @@ impl Feed {
         rows.truncate(limit);
         let next = if more { rows.last().map(next_of) } else { None };
         let paused = ankusa_ops::reads::paused_among(s, rows.iter().map(|t| t.id.as_str()))?;
+        let policies = ankusa_ops::reads::with_policy_among(s, rows.iter().map(|t| t.id.as_str()))?;
         Ok(TenantsData {
             query: q.clone(),
             rows,
             next,
             total: tenants::allocated(s)?,
             paused,
+            policies,
         })
     }
 

@@ -117,6 +117,8 @@ pub enum Reply {
         rows: Vec<TenantInfo>,
         /// Ids of the ranked tenants paused as a whole.
         paused: Vec<String>,
+        /// Ids of the ranked tenants with a policy of their own.
+        policies: Vec<String>,
         at: u64,
     },
     /// Counters and cumulative totals of the ranked rows shown.
@@ -187,6 +189,8 @@ pub struct TenantsData {
     pub total: u32,
     /// Ids of the rows shown that are paused as a whole.
     pub paused: Vec<String>,
+    /// Ids of the rows shown with a policy of their own.
+    pub policies: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

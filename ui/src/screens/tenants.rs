@@ -42,6 +42,9 @@ pub struct TenantsState {
     /// Ids of the page's (or the ranking's) tenants paused as a whole, as
     /// of their last reading.
     pub paused: Vec<String>,
+    /// Ids of the page's (or the ranking's) tenants with a policy of
+    /// their own (marked `*`).
+    pub policies: Vec<String>,
 }
 
 /// What the list is sorted by.
@@ -131,6 +134,7 @@ impl TenantsState {
     pub fn on_page(&mut self, p: TenantsData) -> bool {
         if p.query.after == self.pages.at && p.query.filter == self.filter {
             self.paused = p.paused.clone();
+            self.policies = p.policies.clone();
             self.page = Some(p);
             return true;
         }
@@ -142,13 +146,14 @@ impl TenantsState {
         &mut self,
         field: Field,
         rows: Vec<TenantInfo>,
-        paused: Vec<String>,
+        (paused, policies): (Vec<String>, Vec<String>),
         at: u64,
         status: &mut String,
     ) -> bool {
         if self.sort == Some(field) {
             status.clear();
             self.paused = paused;
+            self.policies = policies;
             self.ranked = Some((field, rows, at));
             return true;
         }
@@ -374,17 +379,26 @@ pub fn draw(
         .enumerate()
         .map(|(i, ti)| {
             // A paused tenant's name makes room for the badge.
+            // So does the `*` of a tenant with a policy of its own.
             let paused = t.is_paused(&ti.id);
+            let steered = t.policies.iter().any(|p| p == &ti.id);
+            let mark = if steered { " *" } else { "" };
             let name = if paused {
                 Line::from(vec![
                     Span::raw(format!(
-                        "{} ",
-                        cut(&ti.id, NAME_COL.saturating_sub(PAUSED.len() + 1))
+                        "{}{mark} ",
+                        cut(
+                            &ti.id,
+                            NAME_COL.saturating_sub(PAUSED.len() + 1 + mark.len())
+                        )
                     )),
                     theme.paused_badge(),
                 ])
             } else {
-                Line::from(cut(&ti.id, NAME_COL))
+                Line::from(format!(
+                    "{}{mark}",
+                    cut(&ti.id, NAME_COL.saturating_sub(mark.len()))
+                ))
             };
             let mut cells = vec![ti.ord.to_string(), String::new()];
             cells.extend(

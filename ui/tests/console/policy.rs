@@ -82,6 +82,13 @@ fn a_policy_is_set_and_cleared_through_the_guard_and_audited() {
         "{screen}"
     );
 
+    // The tenants list marks it.
+    type_keys(&mut app, &mut src, ":tenants\n");
+    let screen = render(&app);
+    assert!(screen.contains(&format!("{T} *")), "{screen}");
+    assert!(!screen.contains("tenant-000003 *"), "{screen}");
+    type_keys(&mut app, &mut src, &format!(":tenant {T}\n"));
+
     // One field more keeps the others.
     type_keys(&mut app, &mut src, ":policy weight=2\n");
     let g = guard(&app).expect("the guard opens");

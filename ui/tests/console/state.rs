@@ -132,6 +132,7 @@ fn navigation_keys_move_within_the_page_and_enter_opens_a_tenant() {
             next: None,
             total: 5,
             paused: vec![],
+            policies: vec![],
         })),
         _ => None,
     });
@@ -270,6 +271,7 @@ fn filter_and_sort_ask_for_the_right_reads() {
             field: *field,
             rows: ranked.clone(),
             paused: vec![],
+            policies: vec![],
             at: NOW,
         }),
         _ => None,
