@@ -521,6 +521,10 @@ pub struct SinkView {
     /// How its deliveries have gone: present when a daemon answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<SinkHealth>,
+    /// Limits an operator set at run time (`ankusa sinks limit`), over
+    /// its configuration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<SinkLimits>,
 }
 
 /// A sink's deliveries as the running daemon has seen them since it

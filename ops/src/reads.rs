@@ -202,10 +202,15 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
             ankusa_store::waiting::waiting(store, &keys)?
         }
     };
+    let (_, limited) = ankusa_store::policy::list(store)?;
     let sinks = catalog
         .into_iter()
         .enumerate()
         .map(|(i, e)| {
+            let limits = limited
+                .iter()
+                .find(|l| l.sink.source == e.source && l.sink.sink == e.index)
+                .map(|l| l.limits);
             let mine = |p: &&pauses::Pause| {
                 p.scope
                     .sink
@@ -226,6 +231,7 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
                 endpoint: e.endpoint,
                 waiting: waiting.as_ref().and_then(|w| w.get(i).copied()),
                 health: None,
+                limits,
             }
         })
         .collect();

@@ -806,6 +806,27 @@ impl App {
         }
     }
 
+    /// `:limit max_in_flight=4 rate=20/s` or `:limit clear` on the sinks
+    /// screen or a sink's detail: the selected (or open) sink.
+    fn limit(&mut self, arg: &str) -> Vec<Effect> {
+        if !self.can_act() {
+            self.status = CANNOT_ACT.into();
+            return Vec::new();
+        }
+        let n = self.list_rows();
+        let screen = self.screen().clone();
+        let shown = matches!(screen, Screen::Sinks | Screen::Sink { .. })
+            .then(|| self.sinks.shown(&screen, n))
+            .flatten();
+        match guard::limits_scope(arg, shown) {
+            Ok(scope) => self.follow(Next::Guard(scope)),
+            Err(why) => {
+                self.status = why;
+                Vec::new()
+            }
+        }
+    }
+
     fn start_guard(&mut self, action: KeyAction) -> Vec<Effect> {
         if !self.can_act() {
             self.status = CANNOT_ACT.into();
@@ -1074,6 +1095,7 @@ impl App {
             What::Drain => self.drain(true),
             What::Undrain => self.drain(false),
             What::Policy => self.policy(arg),
+            What::Limit => self.limit(arg),
             What::PauseFor => self.pause_sink_for(arg, false),
             What::ResumeFor => self.pause_sink_for(arg, true),
             What::Sort => self.sort_by(arg),

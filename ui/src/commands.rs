@@ -47,6 +47,7 @@ pub enum What {
     PauseFor,
     ResumeFor,
     Policy,
+    Limit,
     Quit,
 }
 
@@ -164,6 +165,14 @@ pub const COMMANDS: &[Spec] = &[
         arg_label: "weight=4 cap=20",
         help: "set fields of this tenant's policy (weight, share, cap, rate), or clear it; guarded",
         what: What::Policy,
+    },
+    Spec {
+        name: "limit",
+        aliases: &[],
+        arg: Required,
+        arg_label: "max_in_flight=4 rate=20/s",
+        help: "set the selected sink's limits (max_in_flight, rate), or clear them; guarded",
+        what: What::Limit,
     },
     Spec {
         name: "drain",

@@ -126,7 +126,11 @@ pub fn count_on<S: Deref<Target = Store>>(
     match ask(scope)? {
         Ask::Purge { tenant, kinds } => counted(op.purge(&tenant, kinds, true)?),
         Ask::Replay(r) => counted(op.replay(r, true)?),
-        Ask::Pause(_) | Ask::Resume(_) | Ask::Drain(_) | Ask::Policy { .. } => Ok(0),
+        Ask::Pause(_)
+        | Ask::Resume(_)
+        | Ask::Drain(_)
+        | Ask::Policy { .. }
+        | Ask::SinkLimits { .. } => Ok(0),
     }
 }
 
@@ -186,6 +190,29 @@ pub fn act_on<S: Deref<Target = Store>>(
                 )
             }));
         }
+        Ask::SinkLimits { sink, set } => {
+            let c = match set {
+                Some(l) => op.set_sink_limits(&sink, &l)?,
+                None => op.clear_sink_limits(&sink)?,
+            };
+            let show = |l: Option<ankusa_store::policy::SinkLimits>| {
+                l.map_or_else(|| "its configuration's".to_owned(), |l| l.to_string())
+            };
+            return Ok(noted(if c.changed {
+                format!(
+                    "Limits of sink {}: {} -> {}. The dispatcher applies them on its next tick.",
+                    c.sink,
+                    show(c.before),
+                    show(c.after)
+                )
+            } else {
+                format!(
+                    "Limits of sink {} were already {}: nothing changed.",
+                    c.sink,
+                    show(c.after)
+                )
+            }));
+        }
         Ask::Drain(on) => {
             let n = op.drain(on)?;
             let who = n
@@ -239,6 +266,11 @@ enum Ask {
     Resume(PauseRequest),
     /// Start (`true`) or end a drain.
     Drain(bool),
+    /// Set a sink's limits (merged into what is stored), or clear them.
+    SinkLimits {
+        sink: String,
+        set: Option<ankusa_store::policy::SinkLimits>,
+    },
     /// Set the fields of `set` (merged into what is stored), or clear.
     Policy {
         tenant: String,
@@ -275,6 +307,10 @@ fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
         // operator typed: what is confirmed is what is stored.
         ActionScope::Policy { tenant, after, .. } => Ask::Policy {
             tenant: tenant.clone(),
+            set: *after,
+        },
+        ActionScope::SinkLimits { sink, after, .. } => Ask::SinkLimits {
+            sink: sink.clone(),
             set: *after,
         },
         ActionScope::Migrate => {

@@ -10,7 +10,7 @@ use ankusa_ops::preview::Preview;
 use ankusa_store::check::CheckReport;
 use ankusa_store::counters::Field;
 use ankusa_store::migrate::{self, Cursor, Plan};
-use ankusa_store::policy::{Policy, TenantPolicy};
+use ankusa_store::policy::{Policy, SinkLimits, TenantPolicy};
 use ankusa_store::queries::{self, DlqCursor, DlqPage, OldestDue};
 use ankusa_store::rows::{DeadRow, DueRow};
 use ankusa_store::tenants::TenantInfo;
@@ -379,6 +379,13 @@ pub enum ActionScope {
         on: bool,
         node: Option<String>,
     },
+    /// Set (`after`) or clear (`after: None`) a sink's run-time limits.
+    SinkLimits {
+        /// `SOURCE/NAME`.
+        sink: String,
+        before: Option<SinkLimits>,
+        after: Option<SinkLimits>,
+    },
     /// Set (`after`) or clear (`after: None`) a tenant's policy; `before`
     /// is what is stored now, shown beside what it becomes.
     Policy {
@@ -431,6 +438,18 @@ impl ActionScope {
                     &after.unwrap_or_default()
                 )
             ),
+            ActionScope::SinkLimits {
+                sink,
+                before,
+                after,
+            } => format!(
+                "{} the limits of sink {sink}: {}",
+                if after.is_some() { "set" } else { "clear" },
+                ankusa_ops::policy::describe_sink(
+                    &before.unwrap_or_default(),
+                    &after.unwrap_or_default()
+                )
+            ),
             ActionScope::Pause(t) => format!("pause {}", t.label()),
             ActionScope::Resume(t) => format!("resume {}", t.label()),
             ActionScope::Drain { on, node } => {
@@ -455,6 +474,7 @@ impl ActionScope {
                 | ActionScope::Resume(_)
                 | ActionScope::Drain { .. }
                 | ActionScope::Policy { .. }
+                | ActionScope::SinkLimits { .. }
         )
     }
 
@@ -464,6 +484,7 @@ impl ActionScope {
             ActionScope::Purge { tenant, .. }
             | ActionScope::ReplayTenant { tenant, .. }
             | ActionScope::Policy { tenant, .. } => tenant.clone(),
+            ActionScope::SinkLimits { sink, .. } => sink.clone(),
             ActionScope::ReplayRows { .. } | ActionScope::ReplayRange { .. } => "replay".into(),
             ActionScope::Migrate => "migrate".into(),
             ActionScope::Repair => "repair".into(),

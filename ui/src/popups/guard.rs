@@ -13,7 +13,8 @@ use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use ankusa_ops::model::Kinds;
-use ankusa_store::policy::{Policy, RateError};
+use ankusa_ops::model::SinkView;
+use ankusa_store::policy::{Policy, RateError, SinkLimits};
 
 use crate::data::{ActionResult, ActionScope, Progress, Request, TenantData};
 use crate::fmt::{num, quoted, utc};
@@ -120,6 +121,59 @@ pub fn policy_scope(
     Ok(ActionScope::Policy {
         ord,
         tenant: t.name.clone(),
+        before,
+        after,
+    })
+}
+
+/// The scope of `:limit ARG` for `sink` (the one selected or open on the
+/// sinks screen): `clear`, or `max_in_flight=N` / `rate=R` merged into its
+/// stored limits.
+pub fn limits_scope(arg: &str, sink: Option<&SinkView>) -> Result<ActionScope, String> {
+    let Some(v) = sink else {
+        return Err(":limit works on the sinks screen (7), on the sink selected or open".into());
+    };
+    let before = v.limits;
+    let after = if arg.trim() == "clear" {
+        None
+    } else {
+        let mut set = SinkLimits::default();
+        for pair in arg.split_whitespace() {
+            let Some((k, val)) = pair.split_once('=') else {
+                return Err(format!(
+                    "{}: write field=value (max_in_flight=4 rate=20/s), or clear",
+                    quoted(pair, 30)
+                ));
+            };
+            match k {
+                "max_in_flight" => {
+                    set.max_in_flight = Some(val.parse().map_err(|_| {
+                        format!("max_in_flight={}: a whole number", quoted(val, 20))
+                    })?)
+                }
+                "rate" => set.rate = Some(val.parse().map_err(|e: RateError| e.to_string())?),
+                _ => {
+                    return Err(format!(
+                        "unknown field {}: max_in_flight or rate",
+                        quoted(k, 20)
+                    ))
+                }
+            }
+        }
+        let merged = set.over(&before.unwrap_or_default());
+        merged.check()?;
+        Some(merged)
+    };
+    let name = format!("{}/{}", v.source, v.name);
+    if after == before {
+        return Err(format!(
+            "the limits of {} are already {}: nothing to change",
+            quoted(&name, 30),
+            before.map_or_else(|| "its configuration's".to_owned(), |l| l.to_string())
+        ));
+    }
+    Ok(ActionScope::SinkLimits {
+        sink: name,
         before,
         after,
     })
@@ -327,6 +381,14 @@ pub fn draw_on(f: &mut Frame, g: &Guard, node: Option<&str>, theme: &Theme, area
                     " Hooks that still arrive are accepted; it delivers what it holds.",
                     theme.title(),
                 ),
+                ActionScope::SinkLimits { before, after, .. } => Span::styled(
+                    format!(
+                        " Now: {}. After: {}.",
+                        before.map_or_else(|| "its configuration's".to_owned(), |l| l.to_string()),
+                        after.map_or_else(|| "its configuration's".to_owned(), |l| l.to_string())
+                    ),
+                    theme.title(),
+                ),
                 ActionScope::Policy { before, after, .. } => Span::styled(
                     format!(
                         " Now: {}. After: {}.",
@@ -361,6 +423,9 @@ pub fn draw_on(f: &mut Frame, g: &Guard, node: Option<&str>, theme: &Theme, area
                 ActionScope::Drain { .. } => " Audited, like `ankusa node drain|undrain`.",
                 ActionScope::Policy { .. } => {
                     " No row changes; the dispatcher applies it on its next tick. Audited, like `ankusa tenants policy`."
+                }
+                ActionScope::SinkLimits { .. } => {
+                    " No row changes; its waiting rows stay due. Audited, like `ankusa sinks limit`."
                 }
                 _ => " Replayed rows become due now and leave the DLQ.",
             }));

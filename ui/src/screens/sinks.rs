@@ -136,7 +136,7 @@ impl SinksState {
     }
 
     /// The sink selected on the list, or the one whose detail is open.
-    fn shown(&self, screen: &Screen, n: usize) -> Option<&SinkView> {
+    pub fn shown(&self, screen: &Screen, n: usize) -> Option<&SinkView> {
         match screen {
             Screen::Sinks => self.selected(n),
             Screen::Sink { sink } => self
@@ -402,6 +402,12 @@ pub fn draw_detail(
         Span::raw(format!("{}   ", v.endpoint)),
         Span::styled(st, st_style),
     ])];
+    if let Some(l) = &v.limits {
+        lines.push(Line::from(vec![
+            kv("limits"),
+            Span::raw(format!("{l} (set at run time; :limit changes them)")),
+        ]));
+    }
     lines.push(Line::from(vec![
         kv("rows waiting"),
         Span::raw(match v.waiting {

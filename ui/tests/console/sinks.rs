@@ -120,6 +120,7 @@ fn live_views(paused: bool) -> Vec<SinkView> {
                 endpoint: e.endpoint,
                 waiting,
                 health: Some(h),
+                limits: None,
             }
         })
         .collect()
@@ -726,4 +727,77 @@ fn a_sinks_dlq_pages_by_cursor_to_exactly_its_rows() {
         Some("shop/nosuch"),
     );
     assert!(matches!(unknown, Err(ankusa_ops::OpsError::NotFound(_))));
+}
+
+/// Issue 31: `:limit max_in_flight=4 rate=20/s` on the selected sink goes
+/// through the guard (its name typed), runs the audited call of `ankusa
+/// sinks limit set`, and the sink's detail shows the limits; `:limit
+/// clear` takes them back. Bad input is refused before any guard.
+#[test]
+fn a_sinks_limits_are_set_and_cleared_through_the_guard() {
+    use ankusa_ui::data::ActionScope;
+    use ankusa_ui::popups::guard::Stage;
+    use ankusa_ui::popups::Overlay;
+    let guard = |app: &ankusa_ui::app::App| match app.overlays.last() {
+        Some(Overlay::Guard(g)) => Some((**g).clone()),
+        _ => None,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    store_with_sinks(dir.path(), false);
+    let mut src = open(dir.path(), true);
+    let mut app = app_for(&src, 120, 30);
+    start(&mut app, &mut src);
+    type_keys(&mut app, &mut src, "7");
+    for (line, want) in [
+        (":limit max_in_flight=0\n", "max_in_flight 0"),
+        (":limit speed=4\n", "unknown field"),
+        (":limit clear\n", "nothing to change"),
+    ] {
+        type_keys(&mut app, &mut src, line);
+        assert!(guard(&app).is_none(), "{line}: a guard opened");
+        assert!(app.status.contains(want), "{line}: {}", app.status);
+    }
+    type_keys(&mut app, &mut src, ":limit max_in_flight=4 rate=20/s\n");
+    let g = guard(&app).expect("the guard opens");
+    let ActionScope::SinkLimits {
+        sink,
+        before,
+        after,
+    } = g.scope.clone()
+    else {
+        panic!("{:?}", g.scope);
+    };
+    assert_eq!(before, None);
+    assert_eq!(
+        after.map(|l| l.to_string()).as_deref(),
+        Some("max_in_flight 4, rate 20/s")
+    );
+    type_keys(&mut app, &mut src, &format!("{sink}\n"));
+    match guard(&app).map(|g| g.stage) {
+        Some(Stage::Done(Ok(r))) => {
+            let note = r.note.unwrap_or_default();
+            assert!(note.contains("-> max_in_flight 4, rate 20/s"), "{note}");
+        }
+        other => panic!("{other:?}"),
+    }
+    type_keys(&mut app, &mut src, "\n\n");
+    let screen = render(&app);
+    assert!(
+        screen.contains("max_in_flight 4, rate 20/s (set at run time"),
+        "{screen}"
+    );
+    type_keys(&mut app, &mut src, &format!(":limit clear\n{sink}\n\n"));
+    drop(app);
+    drop(src);
+    let s = Store::open_read_only(dir.path()).expect("open");
+    let who = Principal::local(&Peer::me());
+    let n = ankusa_ops::jobs::audit_page(&s, &who, None, 100)
+        .expect("audit")
+        .records
+        .iter()
+        .filter(|r| r.action == "sink_limits")
+        .count();
+    assert_eq!(n, 2);
+    let (_, limited) = ankusa_store::policy::list(&s).expect("list");
+    assert!(limited.is_empty(), "{limited:?}");
 }
