@@ -152,6 +152,14 @@ impl SinkMap {
     }
 }
 
+/// The sink bounds of one tick: per limited sink, its in-flight bound and
+/// the claims its rate allows now.
+#[derive(Debug, Default, Clone)]
+pub struct SinkBounds {
+    pub in_flight: HashMap<SinkKey, u32>,
+    pub tokens: HashMap<SinkKey, u32>,
+}
+
 /// The room each sink has left in one tick: `per_sink` minus its rows in
 /// flight minus the rows this tick already took for it.
 #[derive(Debug)]
@@ -188,7 +196,7 @@ impl<'a> SinkRoom<'a> {
 
     /// With the sinks' own limits: an in-flight bound (below `cap`, never
     /// above it) and the claims a rate allows this tick.
-    pub fn limited(mut self, bounds: super::dispatch::SinkBounds) -> Self {
+    pub fn limited(mut self, bounds: SinkBounds) -> Self {
         self.bounds = bounds.in_flight;
         self.tokens = bounds.tokens;
         self

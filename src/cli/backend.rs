@@ -18,6 +18,9 @@ use color_eyre::eyre::{eyre, Result, WrapErr};
 
 use crate::failure;
 
+/// What to do about a tenant name that matches none.
+pub const LIST_HINT: &str = "`ankusa tenants list` shows the tenants";
+
 /// The daemon if one answers on the store's socket; else the store,
 /// read-only (`write` false) or as its writer.
 pub fn open(dir: &Path, token: Option<String>, write: bool) -> Result<Operator> {

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use color_eyre::eyre::{eyre, Result};
 
 use super::backend;
-use super::tenants_cmd::LIST_HINT;
+use super::backend::LIST_HINT;
 use super::DlqCommand;
 use crate::failure;
 use crate::output;

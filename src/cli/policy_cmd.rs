@@ -13,7 +13,7 @@ use crate::output::print_json;
 use ankusa_store::policy::{Policy, SinkLimits};
 
 pub fn policy(cmd: PolicyCommand) -> Result<ExitCode> {
-    let hint = super::tenants_cmd::LIST_HINT;
+    let hint = backend::LIST_HINT;
     match cmd {
         PolicyCommand::Show {
             tenant,

@@ -5,16 +5,13 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::{eyre, Result};
 
-use super::backend;
+use super::backend::{self, LIST_HINT};
 use super::TenantsCommand;
 use crate::failure;
 use crate::output;
 use crate::output::print_json;
 use ankusa_ops::model::{DlqEntry, TenantDetail, TenantsPage};
 use ankusa_ops::operator::Action;
-
-/// What to do about a tenant name that matches none.
-pub const LIST_HINT: &str = "`ankusa tenants list` shows the tenants";
 
 pub fn run(cmd: TenantsCommand) -> Result<ExitCode> {
     match cmd {

@@ -83,7 +83,7 @@ pub use active::ActiveSet;
 use inflight::Inflight;
 pub use plan::{plan_tick, InflightNow, TickInput, TickPlan, Visit};
 use reclaim::reclaim_loop;
-pub use steer::{SinkBounds, Steering, TickPolicy, Turn};
+pub use steer::{Steering, TickPolicy, Turn};
 
 use super::breaker;
 pub use super::config::DispatchSettings;
@@ -92,7 +92,7 @@ use super::error::DaemonError;
 use super::metrics::Metrics;
 use super::recorder::Recorder;
 use super::reload::Live;
-pub use super::sink_room::{SinkKey, SinkMap, SinkRoom};
+pub use super::sink_room::{SinkBounds, SinkKey, SinkMap, SinkRoom};
 use super::{Settings, SharedClock};
 
 /// The shortest time between two ticks started by finished deliveries:

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use ankusa_store::policy::{Policies, Policy, Rate, SinkLimits};
 use ankusa_store::{Store, StoreError};
 
-use super::{DispatchSettings, SinkKey, SinkMap};
+use super::{DispatchSettings, SinkBounds, SinkKey, SinkMap};
 use crate::config::Source;
 
 /// A delivery in millionths: what a bucket counts in, so that a rate of
@@ -141,14 +141,6 @@ impl TickPolicy<'_> {
             tokens,
         }
     }
-}
-
-/// The sink bounds of one tick: per limited sink, its in-flight bound and
-/// the claims its rate allows now.
-#[derive(Debug, Default, Clone)]
-pub struct SinkBounds {
-    pub in_flight: HashMap<SinkKey, u32>,
-    pub tokens: HashMap<SinkKey, u32>,
 }
 
 /// The dispatcher's policy state, kept across ticks.
