@@ -53,16 +53,32 @@ struct Pending {
     done: Answer,
 }
 
-/// A handle to the recorder's thread.
+/// A handle to the recorder's thread. Dropping it closes the channel and
+/// joins the thread, so no commit of it is still running once its owner is
+/// gone: a detached thread still inside RocksDB when the process exits
+/// runs against RocksDB's static destructors, and RocksDB aborts
+/// (`pthread lock: Invalid argument`, SIGABRT after "stopped cleanly").
 pub struct Recorder {
-    tx: mpsc::Sender<Pending>,
+    tx: Option<mpsc::Sender<Pending>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            // The thread ends once the channel is closed and its last
+            // group committed; a panic in it was already reported.
+            let _ = t.join();
+        }
+    }
 }
 
 impl Recorder {
     /// Starts the thread that commits to `store`.
     pub fn start(store: Arc<Store>) -> std::io::Result<Recorder> {
         let (tx, rx) = mpsc::channel::<Pending>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("ankusa-record".into())
             .spawn(move || {
                 while let Some((batch, waiting)) = next_group(&rx) {
@@ -77,7 +93,10 @@ impl Recorder {
                     }
                 }
             })?;
-        Ok(Recorder { tx })
+        Ok(Recorder {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
     }
 
     /// Commits `batch` (unsynced) with whatever else is waiting, and
@@ -85,6 +104,8 @@ impl Recorder {
     pub async fn commit(&self, batch: Batch) -> Result<(), RecordError> {
         let (done, answer) = oneshot::channel();
         self.tx
+            .as_ref()
+            .ok_or(RecordError::Stopped)?
             .send(Pending { batch, done })
             .map_err(|_| RecordError::Stopped)?;
         answer.await.map_err(|_| RecordError::Stopped)?

@@ -12,7 +12,7 @@ use crate::scheduler::{Claim, HeadRow, Limits, RowKind, TenantHead};
 
 use super::policies::Policy;
 use super::rng;
-use super::scenario::{RetrySpec, Scenario, SizeSpec, SpareSpec, TenantDefaults};
+use super::scenario::{Change, RetrySpec, Scenario, SizeSpec, SpareSpec, TenantDefaults};
 
 const STREAM_SIZE: u64 = 1;
 const STREAM_FAIL: u64 = 2;
@@ -28,6 +28,11 @@ pub struct SimTenant {
     pub source: u32,
     pub(crate) weight: u32,
     cap: Option<u32>,
+    /// Rows per step at most (a token bucket), and the tokens now.
+    rate: Option<f64>,
+    tokens: f64,
+    /// Policy changes still to come, by step.
+    changes: Vec<Change>,
     hold: u64,
     size: SizeSpec,
     retry: Option<RetrySpec>,
@@ -55,7 +60,40 @@ pub struct SimTenant {
     had_work: bool,
 }
 
+/// A rate's bucket holds one step of it, and at least one row.
+fn burst(rate: f64) -> f64 {
+    rate.max(1.0)
+}
+
 impl SimTenant {
+    /// Rows its rate lets it claim this step (`u32::MAX` without one).
+    fn allowed(&self) -> u32 {
+        match self.rate {
+            Some(_) => self.tokens.max(0.0).floor() as u32,
+            None => u32::MAX,
+        }
+    }
+
+    /// A step starts: the policy changes due now apply, and the rate's
+    /// bucket refills (a new rate starts from what the bucket holds).
+    fn step_policy(&mut self, now: u64) {
+        for c in self.changes.iter().filter(|c| c.at == now) {
+            if let Some(w) = c.weight {
+                self.weight = w.max(1);
+            }
+            if let Some(r) = c.rate {
+                self.rate = Some(r);
+            }
+        }
+        if let Some(r) = self.rate {
+            // The first step of a tenant starts full (as the daemon's
+            // bucket); later steps earn the rate.
+            if now > 0 {
+                self.tokens = (self.tokens + r).min(burst(r));
+            }
+        }
+    }
+
     /// Whether any row ever arrived for it.
     pub fn had_work(&self) -> bool {
         self.had_work
@@ -171,6 +209,9 @@ impl<'a> Sim<'a> {
             source,
             weight: s.weight.unwrap_or(1),
             cap: s.cap,
+            rate: s.rate,
+            tokens: s.rate.map_or(0.0, burst),
+            changes: Vec::new(),
             hold: s.hold.unwrap_or(1),
             size: s.size.clone().unwrap_or(SizeSpec::Fixed(1024)),
             retry: s.retry,
@@ -367,6 +408,8 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
     // Static arrivals, precomputed by step.
     let mut events: BTreeMap<u64, Vec<(u32, u32, u64)>> = BTreeMap::new();
     let mut refeeders: Vec<u32> = Vec::new();
+    // Tenants with a rate or policy changes: their bucket moves each step.
+    let mut steered: Vec<u32> = Vec::new();
     let mut resumes: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     for spec in &sc.tenants {
         let settings = spec.settings(&sc.defaults);
@@ -382,6 +425,10 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                 .map(|r| (r.rows, r.until.unwrap_or(sc.max_steps)));
             let pauses: Vec<(u64, u64)> = spec.pause.iter().map(|p| (p.from, p.until)).collect();
             let t = sim.add_tenant(name, role.clone(), &settings, refeed, pauses);
+            if !spec.changes.is_empty() || settings.rate.is_some() {
+                sim.tenants[t as usize].changes = spec.changes.clone();
+                steered.push(t);
+            }
             for p in &spec.pause {
                 resumes.entry(p.until).or_default().push(t);
             }
@@ -459,6 +506,9 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                         None,
                         Vec::new(),
                     );
+                    if settings.rate.is_some() {
+                        steered.push(t);
+                    }
                     sim.arrive(t, f.rows, 0, now);
                 }
             }
@@ -516,6 +566,10 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
         for &t in &order {
             sim.tenants[t as usize].queue.make_contiguous();
         }
+        // Policy changes due now, then each rate's tokens for the step.
+        for &t in &steered {
+            sim.tenants[t as usize].step_policy(now);
+        }
         // Per-step fair allocation (weighted max-min) of the rows this step could take.
         let mut byte_demands: Vec<Demand> = Vec::new();
         let demands: Vec<(u32, f64, f64)> = order
@@ -531,7 +585,10 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                         .cap
                         .map_or(u64::MAX, |c| u64::from(c.saturating_sub(tn.inflight))),
                 };
-                let d = ready.min(room).min(u64::from(limits.rows));
+                let d = ready
+                    .min(room)
+                    .min(u64::from(limits.rows))
+                    .min(u64::from(tn.allowed()));
                 if d == 0 {
                     return None;
                 }
@@ -591,7 +648,7 @@ pub fn run(sc: &Scenario, policy: &mut dyn Policy) -> RunResult {
                     group_weight: 1,
                     cap: tn.cap,
                     inflight: tn.inflight,
-                    rows: &rows[..rows.len().min(show)],
+                    rows: &rows[..rows.len().min(show).min(tn.allowed() as usize)],
                 }
             })
             .collect();
@@ -687,6 +744,10 @@ fn apply(
             reject(format!("tenant {} claimed past its cap", tn.name), invalid);
             continue;
         }
+        if c.rows > tn.allowed() {
+            reject(format!("tenant {} claimed past its rate", tn.name), invalid);
+            continue;
+        }
         if spare.is_some_and(|sp| tn.inflight + c.rows > sp.ceiling) {
             reject(
                 format!("tenant {} claimed past the ceiling", tn.name),
@@ -715,6 +776,9 @@ fn apply(
         rows_used += c.rows;
         bytes_used += bytes;
         borrowed |= past_cap;
+        if sim.tenants[c.tenant as usize].rate.is_some() {
+            sim.tenants[c.tenant as usize].tokens -= f64::from(c.rows);
+        }
         for _ in 0..n {
             let tn = &mut sim.tenants[c.tenant as usize];
             let (Some(row), Some(id)) = (tn.queue.pop_front(), tn.ids.pop_front()) else {
@@ -779,6 +843,7 @@ fn claimable_left(
         let under_cap = tn.cap.is_none_or(|c| tn.inflight < c);
         r.due_at <= now
             && !tn.paused(now)
+            && tn.allowed() > 0
             && under_ceiling
             && (under_cap || lendable)
             && (size <= bytes_left || (size > limits.bytes && rows_used == 0 && limits.bytes > 0))

@@ -81,6 +81,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../scenarios/weighted_in_sybil.toml"),
     ),
     (
+        "rated_backlog.toml",
+        include_str!("../../scenarios/rated_backlog.toml"),
+    ),
+    (
+        "policy_change.toml",
+        include_str!("../../scenarios/policy_change.toml"),
+    ),
+    (
         "large_rows.toml",
         include_str!("../../scenarios/large_rows.toml"),
     ),
@@ -259,10 +267,25 @@ pub struct TenantDefaults {
     pub cap: Option<u32>,
     /// Weight (at least 1).
     pub weight: Option<u32>,
+    /// Rows claimed per step at most, on average: a token bucket refilled by
+    /// this much each step, holding at most `max(1, rate)` (the daemon's
+    /// tenant `rate`, one step for one second). A tenant without a token has
+    /// nothing claimable that step.
+    pub rate: Option<f64>,
     /// Source the tenant's hooks arrive on.
     pub source: Option<String>,
     /// Failures and retries.
     pub retry: Option<RetrySpec>,
+}
+
+/// A policy change of a tenant at a step (the daemon's `ankusa tenants
+/// policy set` mid-run): the fields given replace the tenant's from then on.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub at: u64,
+    pub weight: Option<u32>,
+    pub rate: Option<f64>,
 }
 
 /// One arrival rule of a tenant.
@@ -325,6 +348,11 @@ pub struct TenantSpec {
     pub cap: Option<u32>,
     /// Weight (overrides the default).
     pub weight: Option<u32>,
+    /// Rows per step at most (overrides the default; see [`TenantDefaults::rate`]).
+    pub rate: Option<f64>,
+    /// Policy changes mid-run, each at its step.
+    #[serde(default)]
+    pub changes: Vec<Change>,
     /// Source (overrides the default).
     pub source: Option<String>,
     /// Failures and retries (overrides the default).
@@ -360,6 +388,8 @@ pub struct FreshSpec {
     pub cap: Option<u32>,
     /// Weight (overrides the default).
     pub weight: Option<u32>,
+    /// Rows per step at most (see [`TenantDefaults::rate`]).
+    pub rate: Option<f64>,
     /// Source (overrides the default).
     pub source: Option<String>,
     /// Failures and retries (overrides the default).
@@ -440,6 +470,7 @@ macro_rules! overrides {
                     size: self.size.clone().or_else(|| d.size.clone()),
                     cap: self.cap.or(d.cap),
                     weight: self.weight.or(d.weight),
+                    rate: self.rate.or(d.rate),
                     source: self.source.clone().or_else(|| d.source.clone()),
                     retry: self.retry.or(d.retry),
                 }
@@ -570,6 +601,13 @@ impl Scenario {
 fn check_defaults(file: &str, at: &str, d: &TenantDefaults) -> Result<(), Error> {
     if d.hold == Some(0) {
         return Err(invalid(file, &format!("{at}.hold"), "must be at least 1"));
+    }
+    if d.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(invalid(
+            file,
+            &format!("{at}.rate"),
+            "must be a positive number",
+        ));
     }
     if d.weight == Some(0) {
         return Err(invalid(file, &format!("{at}.weight"), "must be at least 1"));
