@@ -80,43 +80,90 @@ fn change_tenant(
     let _policies = hold();
     let before = policy::tenant(store, tenant)?.map(|t| t.policy);
     let after = next(&before.unwrap_or_default());
-    after.check().map_err(|e| OpsError::Invalid {
+    let step = Step {
+        store,
+        who,
+        now,
+        action: "tenant_policy",
         code: "policy_invalid",
-        message: e,
-    })?;
-    let after = (!after.is_empty()).then_some(after);
-    let changed = before != after;
-    if changed {
-        if before.is_none() && policy::count(store)? >= policy::MAX_POLICIES {
-            return Err(OpsError::Conflict(format!(
-                "{} policies are stored, the most a node keeps: clear some first",
-                policy::MAX_POLICIES
-            )));
-        }
-        let mut b = Batch::new();
-        policy::put_tenant(
-            store,
-            &mut b,
-            &TenantPolicy {
-                tenant: tenant.to_owned(),
-                policy: after.unwrap_or_default(),
-                at: now,
-                by: who.name.clone(),
-            },
-        )?;
-        let scope = format!(
-            "tenant {tenant}: {}",
-            describe_tenant(&before.unwrap_or_default(), &after.unwrap_or_default())
-        );
-        jobs::audit_in(&mut b, who, "tenant_policy", &scope, "done", 0, now)?;
-        store.commit(b, true)?;
-    }
+        label: format!("tenant {tenant}"),
+    };
+    let (after, changed) = step.run(
+        before,
+        after,
+        Policy::check,
+        Policy::is_empty,
+        describe_tenant,
+        |b, policy| {
+            policy::put_tenant(
+                store,
+                b,
+                &TenantPolicy {
+                    tenant: tenant.to_owned(),
+                    policy,
+                    at: now,
+                    by: who.name.clone(),
+                },
+            )
+        },
+    )?;
     Ok(PolicyChange {
         tenant: tenant.to_owned(),
         before,
         after,
         changed,
     })
+}
+
+/// One change of a stored policy or limits, whichever: checked, written
+/// with the version and the audit record in one synced batch, or nothing
+/// written when nothing changes.
+struct Step<'a> {
+    store: &'a Store,
+    who: &'a Principal,
+    now: u64,
+    action: &'static str,
+    code: &'static str,
+    label: String,
+}
+
+impl Step<'_> {
+    /// `(after, changed)`: `after` none when it sets nothing.
+    fn run<P: Copy + Default + PartialEq>(
+        &self,
+        before: Option<P>,
+        after: P,
+        check: impl Fn(&P) -> std::result::Result<(), String>,
+        is_empty: impl Fn(&P) -> bool,
+        describe: impl Fn(&P, &P) -> String,
+        put: impl FnOnce(&mut Batch, P) -> ankusa_store::Result<()>,
+    ) -> Result<(Option<P>, bool)> {
+        check(&after).map_err(|e| OpsError::Invalid {
+            code: self.code,
+            message: e,
+        })?;
+        let after = (!is_empty(&after)).then_some(after);
+        let changed = before != after;
+        if !changed {
+            return Ok((after, false));
+        }
+        if before.is_none() && policy::count(self.store)? >= policy::MAX_POLICIES {
+            return Err(OpsError::Conflict(format!(
+                "{} policies are stored, the most a node keeps: clear some first",
+                policy::MAX_POLICIES
+            )));
+        }
+        let mut b = Batch::new();
+        put(&mut b, after.unwrap_or_default())?;
+        let scope = format!(
+            "{}: {}",
+            self.label,
+            describe(&before.unwrap_or_default(), &after.unwrap_or_default())
+        );
+        jobs::audit_in(&mut b, self.who, self.action, &scope, "done", 0, self.now)?;
+        self.store.commit(b, true)?;
+        Ok((after, true))
+    }
 }
 
 /// A sink's stored limits (none: its configuration applies).
@@ -167,37 +214,33 @@ fn change_sink(
     let _policies = hold();
     let before = policy::sink(store, &sink)?.map(|s| s.limits);
     let after = next(&before.unwrap_or_default());
-    after.check().map_err(|e| OpsError::Invalid {
+    let step = Step {
+        store,
+        who,
+        now,
+        action: "sink_limits",
         code: "limits_invalid",
-        message: e,
-    })?;
-    let after = (!after.is_empty()).then_some(after);
-    let changed = before != after;
-    if changed {
-        if before.is_none() && policy::count(store)? >= policy::MAX_POLICIES {
-            return Err(OpsError::Conflict(format!(
-                "{} policies are stored, the most a node keeps: clear some first",
-                policy::MAX_POLICIES
-            )));
-        }
-        let mut b = Batch::new();
-        policy::put_sink(
-            store,
-            &mut b,
-            &StoredSinkLimits {
-                sink: sink.clone(),
-                limits: after.unwrap_or_default(),
-                at: now,
-                by: who.name.clone(),
-            },
-        )?;
-        let scope = format!(
-            "sink {label}: {}",
-            describe_sink(&before.unwrap_or_default(), &after.unwrap_or_default())
-        );
-        jobs::audit_in(&mut b, who, "sink_limits", &scope, "done", 0, now)?;
-        store.commit(b, true)?;
-    }
+        label: format!("sink {label}"),
+    };
+    let (after, changed) = step.run(
+        before,
+        after,
+        SinkLimits::check,
+        SinkLimits::is_empty,
+        describe_sink,
+        |b, limits| {
+            policy::put_sink(
+                store,
+                b,
+                &StoredSinkLimits {
+                    sink: sink.clone(),
+                    limits,
+                    at: now,
+                    by: who.name.clone(),
+                },
+            )
+        },
+    )?;
     Ok(SinkLimitsChange {
         sink: label,
         before,
