@@ -191,7 +191,10 @@ impl Steering {
         let stamp = (generation, self.policies.version);
         if self.limited_for != Some(stamp) {
             let mut limited = HashMap::new();
-            for (i, src) in sources.iter().enumerate() {
+            // By the map's key, not the position in the file: a reload keeps
+            // each source's index (`SinkMap::reconfigured`) while the file's
+            // order may change.
+            for src in sources {
                 for (p, k) in src.sinks.iter().enumerate() {
                     let base = SinkLimits {
                         max_in_flight: k
@@ -199,11 +202,11 @@ impl Steering {
                             .map(|n| u32::try_from(n.0).unwrap_or(u32::MAX)),
                         rate: k.rate,
                     };
-                    let (Ok(p), Ok(i)) = (u16::try_from(p), u32::try_from(i)) else {
+                    let Some(key) = u16::try_from(p).ok().and_then(|p| map.key(&src.id, p)) else {
                         continue;
                     };
                     if !base.is_empty() {
-                        limited.insert(SinkKey { source: i, sink: p }, base);
+                        limited.insert(key, base);
                     }
                 }
             }
@@ -335,6 +338,33 @@ mod tests {
         b.spend(rate, 0, 1);
         assert_eq!(b.whole(rate, 1_999), 0);
         assert_eq!(b.whole(rate, 2_000), 1, "one every two seconds");
+    }
+
+    /// A sink's configured rate binds the sink the map names, whatever the
+    /// file's order: after a reload the map keeps each source's index.
+    /// Guard: keying by the position in the file put `b`'s rate on `a`.
+    #[test]
+    fn a_configured_sink_rate_binds_that_sink_by_the_maps_index() {
+        let text = "[store]\npath = \"s\"\n\n\
+            [[sources]]\nid = \"a\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n\n\
+            [[sources]]\nid = \"b\"\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\nrate = \"10/s\"\n";
+        let settings = crate::config::Settings::parse(
+            text,
+            std::path::Path::new("ankusa.toml"),
+            std::path::Path::new("/tmp"),
+        )
+        .unwrap();
+        let sources: Vec<Arc<Source>> = settings.sources.iter().cloned().map(Arc::new).collect();
+        // `b` kept index 0 from an earlier configuration; `a` came after.
+        let map = SinkMap::of([("b", 1), ("a", 1)]);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create_or_open(&dir.path().join("s")).unwrap();
+        let mut steer = Steering::default();
+        steer.refresh(&store, 1, &sources, &map).unwrap();
+        let bounds = steer.sink_bounds(0);
+        let b = SinkKey { source: 0, sink: 0 };
+        assert_eq!(bounds.tokens.get(&b), Some(&10), "{bounds:?}");
+        assert_eq!(bounds.tokens.len(), 1, "{bounds:?}");
     }
 
     #[test]
