@@ -649,6 +649,11 @@ pub struct DispatchMetrics {
     pub policies: [AtomicU64; 2],
     /// Tenant visits whose rate left no claim.
     pub rate_held: AtomicU64,
+    /// Tenants the latest tick found over their policy (their cap or rate
+    /// filled), and the longest held of them by name with the
+    /// milliseconds held (at most [`TOP_TENANTS`]).
+    pub policy_held: AtomicU64,
+    pub policy_held_top: std::sync::Mutex<Vec<(String, u64)>>,
 }
 
 impl DispatchMetrics {
@@ -780,6 +785,30 @@ impl DispatchMetrics {
             "# HELP {name} Tenant visits that claimed nothing because the tenant's rate had no token left.\n# TYPE {name} counter\n{name} {}",
             r(&self.rate_held)
         );
+        let name = "ankusa_dispatch_tenants_policy_held";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Active tenants whose own cap or rate, not the node's ceiling, bounds what dispatch reads for them.\n# TYPE {name} gauge\n{name} {}",
+            r(&self.policy_held)
+        );
+        let name = "ankusa_tenant_policy_held_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} How long the {TOP_TENANTS} tenants held longest have been held by their own policy without a break.\n# TYPE {name} gauge"
+        );
+        for (tenant, ms) in self
+            .policy_held_top
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "{name}{{tenant=\"{}\"}} {}",
+                escape_label(tenant),
+                *ms as f64 / 1000.0
+            );
+        }
         let name = "ankusa_dispatch_tenants_quiet";
         let _ = writeln!(
             out,

@@ -210,18 +210,34 @@ async fn the_alert_rules_and_the_dashboard_name_only_metrics_the_daemon_serves()
         out
     };
     let dir = tempfile::tempdir().unwrap();
+    // Dispatching, with every tenant capped at one row in flight and a
+    // backlog of a few: the tenant-over-policy series has a sample.
     crate::common::write_config(
         dir.path(),
-        &crate::common::config_with(
-            "",
+        &crate::common::config_dispatching(
+            "tick = \"10ms\"",
+            "[tenants]\ncap = 1\n",
             "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n[sources.sinks.breaker]\nfailures = 3\n",
         ),
     );
     let d = crate::common::Daemon::start(dir.path());
     let c = crate::common::client();
-    let r = c.post(d.url("shop")).body("{}").send().await.unwrap();
-    assert_eq!(r.status(), 202);
-    let served = crate::common::metrics_text(&c, &d).await;
+    for _ in 0..5 {
+        let r = c.post(d.url("shop")).body("{}").send().await.unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let served = loop {
+        let page = crate::common::metrics_text(&c, &d).await;
+        if page.contains("\nankusa_tenant_policy_held_seconds{") {
+            break page;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tenant held by its cap: {page}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let served: std::collections::BTreeSet<&str> = served
         .lines()
         .filter(|l| !l.starts_with('#'))

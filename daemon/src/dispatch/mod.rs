@@ -62,6 +62,7 @@
 
 mod active;
 mod head;
+mod held;
 mod inflight;
 mod plan;
 mod reclaim;
@@ -446,6 +447,15 @@ impl Dispatcher {
                 out.push(r);
             }
         }
+        steer.held.note(
+            now,
+            &plan.policy_held,
+            |ord| match ankusa_store::tenants::name_of(&self.store, ord) {
+                Ok(Some(ankusa_store::tenants::Name::Live(id))) => Some(id),
+                _ => None,
+            },
+        );
+        self.note_held(&steer, now);
         drop(steer);
         drop(rows_guard);
         self.metrics
@@ -531,6 +541,15 @@ impl Dispatcher {
         let g = &self.metrics.dispatch.policies;
         g[0].store(t as u64, Ordering::Relaxed);
         g[1].store(s as u64, Ordering::Relaxed);
+    }
+
+    fn note_held(&self, steer: &Steering, now: u64) {
+        let (n, top) = steer.held.report(now, crate::metrics::TOP_TENANTS);
+        let m = &self.metrics.dispatch;
+        m.policy_held.store(n as u64, Ordering::Relaxed);
+        *m.policy_held_top
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = top;
     }
 
     fn note_pauses(&self, p: &Paused) {

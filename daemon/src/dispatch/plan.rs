@@ -33,6 +33,9 @@ pub struct TickPlan {
     pub park: Vec<DueRow>,
     /// Tenants visited whose rate left them no claim this tick.
     pub rate_held: u64,
+    /// Each tenant visited, and whether its policy held it: its cap or
+    /// rate set its room and the visit filled it (`held::PolicyHeld`).
+    pub policy_held: Vec<(u32, bool)>,
 }
 
 /// One visited tenant, as its marker cleanup needs it.
@@ -114,6 +117,7 @@ pub fn plan_tick(
         policy,
     } = *input;
     let mut rate_held = 0;
+    let mut policy_held = Vec::new();
     set.refresh(store, now, paused)?;
     let granted = set.grant_heads(paused, sinks);
     let mut order = set.pick(s.scan_tenants, paused, &granted);
@@ -258,6 +262,7 @@ pub fn plan_tick(
         // With room and nothing met, nothing is due now: the tenant leaves
         // the set until a marker brings it back.
         let (rows, first, lead) = (head.rows, head.first, head.lead);
+        policy_held.push((a.ord, turn.policy_binds(busy) && rows.len() >= room));
         match head.skip {
             Some(k) => {
                 set.skip.insert(a.ord, k);
@@ -404,5 +409,6 @@ pub fn plan_tick(
         bad,
         park,
         rate_held,
+        policy_held,
     })
 }

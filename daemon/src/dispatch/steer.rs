@@ -28,6 +28,7 @@ use std::sync::Arc;
 use ankusa_store::policy::{Policies, Policy, Rate, SinkLimits};
 use ankusa_store::{Store, StoreError};
 
+use super::held::PolicyHeld;
 use super::{DispatchSettings, SinkBounds, SinkKey, SinkMap};
 use crate::config::Source;
 
@@ -91,6 +92,9 @@ pub struct Turn {
     pub ceiling: u32,
     /// Claims its rate allows now (`u32::MAX` without a rate).
     pub tokens: u32,
+    /// Whether its own cap (stored or configured) sets `ceiling`, not the
+    /// node's.
+    pub capped: bool,
 }
 
 impl Turn {
@@ -102,6 +106,15 @@ impl Turn {
     /// Whether its rate, not its cap, is what leaves it no room.
     pub fn held_by_rate(&self, busy: u32) -> bool {
         self.tokens == 0 && self.ceiling > busy
+    }
+
+    /// Whether its policy (its cap or its rate), not the node's ceiling,
+    /// sets its room with `busy` in flight: a visit that fills that room
+    /// found the tenant over its policy.
+    pub fn policy_binds(&self, busy: u32) -> bool {
+        let room = self.room(busy);
+        (self.tokens != u32::MAX && self.tokens == room)
+            || (self.capped && self.ceiling.saturating_sub(busy) == room)
     }
 }
 
@@ -139,6 +152,7 @@ impl TickPolicy<'_> {
             share: p.share.unwrap_or(1).max(1).min(ceiling),
             ceiling,
             tokens,
+            capped: ceiling < self.node_ceiling,
         }
     }
 }
@@ -157,6 +171,8 @@ pub struct Steering {
     tenant_buckets: HashMap<u32, Bucket>,
     sink_buckets: HashMap<SinkKey, Bucket>,
     ticks: u64,
+    /// The tenants found over their policy, and since when.
+    pub held: PolicyHeld,
 }
 
 impl Steering {
@@ -374,6 +390,7 @@ mod tests {
             share: 4,
             ceiling: 10,
             tokens: 3,
+            capped: true,
         };
         assert_eq!(t.room(0), 3, "the rate binds");
         assert_eq!(t.room(8), 2, "the cap binds");

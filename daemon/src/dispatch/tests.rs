@@ -447,6 +447,9 @@ fn claims_steered(
         }
         commit_claims(store, &plan);
         steer.charge(at, defaults, by_tenant, by_sink);
+        steer
+            .held
+            .note(at, &plan.policy_held, |o| Some(format!("t{o}")));
     }
     (set, got)
 }
@@ -511,6 +514,45 @@ fn a_rated_tenant_gets_its_rate_and_the_others_the_rest() {
     assert_eq!(r + other, 900, "nothing left idle: {got:?}");
     // The burst (50), then 5 per tick for 29 ticks: 195.
     assert!((190..=200).contains(&r), "rated tenant got {r}: {got:?}");
+    // Held by its rate from the tick its burst no longer covered the
+    // node's room (the third, at 200 ms), the other never.
+    let (n, top) = steer.held.report(now + 29 * 100, 10);
+    assert_eq!((n, top), (1, vec![("t1".to_string(), 2_700)]));
+}
+
+/// Issue 34: a tenant is over its policy while its cap or rate, not the
+/// node, bounds its visits, and no longer once its backlog fits: the
+/// rated tenant with 2,000 rows is held, one with 30 rows under a rate of
+/// 50/s never is, nor is a tenant the node's ceiling alone bounds.
+/// Guard: counting every visit that filled its room (policy or not)
+/// lists tenant 3 too.
+#[test]
+fn a_tenant_is_over_its_policy_only_while_its_policy_bounds_it() {
+    let (_dir, store) = watched_store();
+    let now = 10_000_000;
+    let map = SinkMap::of([("s", 1)]);
+    hooks_of(&store, "s", 1_000..3_000, 1, now - 1_000, 1);
+    hooks_of(&store, "s", 5_000..5_030, 2, now - 1_000, 1);
+    hooks_of(&store, "s", 7_000..9_000, 3, now - 1_000, 1);
+    let rated = Policy {
+        rate: Some("50/s".parse::<Rate>().unwrap()),
+        ..Policy::default()
+    };
+    let mut steer = steering(&[(1, rated), (2, rated)]);
+    let (_, got) = claims_steered(
+        &store,
+        &map,
+        now,
+        20,
+        100,
+        30,
+        &mut steer,
+        Policy::default(),
+    );
+    assert_eq!(got[&2], 30, "{got:?}");
+    let (n, top) = steer.held.report(now + 19 * 100, 10);
+    assert_eq!(n, 1, "{top:?}");
+    assert_eq!(top[0].0, "t1");
 }
 
 /// The defaults bind a tenant without a policy, and its own policy wins
