@@ -286,6 +286,7 @@ fn check(source: &Source, default_tenant: Option<&str>, line: &[u8], now: u64) -
         source_id: source.id.clone(),
         tenant,
         idempotency_key,
+        event_type: None,
         headers,
         body,
     })

@@ -327,6 +327,7 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
         source_id: admitted.source.id.clone(),
         tenant: admitted.tenant.clone(),
         idempotency_key: admitted.idempotency_key,
+        event_type: None,
         headers: admitted.headers,
         body: body.to_vec(),
     };

@@ -367,7 +367,7 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     let name = "ankusa_store_rows_total";
     let _ = writeln!(
         out,
-        "# HELP {name} Delivery rows by transition since the store was created (the store's cumulative totals, ord 0)."
+        "# HELP {name} Delivery rows by transition since the store was created (the store's cumulative totals, ord 0); transition=\"unrouted\" counts hooks that owed no sink a row."
     );
     let _ = writeln!(out, "# TYPE {name} counter");
     for t in ankusa_store::Total::ALL {

@@ -153,6 +153,7 @@ mod tests {
                 source_id: "s".into(),
                 tenant: "t1".into(),
                 idempotency_key: None,
+                event_type: None,
                 headers: vec![],
                 body: vec![1],
             };

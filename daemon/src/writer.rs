@@ -550,6 +550,7 @@ mod tests {
             source_id: "src".into(),
             tenant: tenant.into(),
             idempotency_key: key.map(Into::into),
+            event_type: None,
             headers: vec![("content-type".into(), b"application/json".to_vec())],
             body: b"{\"n\":1}".to_vec(),
         }

@@ -241,6 +241,7 @@ mod tests {
             source_id: "src".into(),
             tenant: "t".into(),
             idempotency_key: None,
+            event_type: None,
             headers: headers
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_vec()))

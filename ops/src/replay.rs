@@ -312,6 +312,7 @@ mod tests {
                 source_id: "s".into(),
                 tenant: tenant.into(),
                 idempotency_key: None,
+                event_type: None,
                 headers: vec![],
                 body: vec![7; 10],
             };
@@ -362,6 +363,7 @@ mod tests {
             source_id: "s".into(),
             tenant: "a".into(),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: vec![7; 10],
         };

@@ -162,6 +162,7 @@ pub(crate) fn build(store: &Store, rows: u64, tenants: u32, now: u64, rng: &mut 
                 source_id: "bench".into(),
                 tenant: tenant_name(t),
                 idempotency_key: None,
+                event_type: None,
                 headers: Vec::new(),
                 body: vec![b'x'; 64],
             })
@@ -308,6 +309,7 @@ fn merging_writer(
                 source_id: "bench".into(),
                 tenant: tenant_name((n % u64::from(active.max(1))) as u32),
                 idempotency_key: None,
+                event_type: None,
                 headers: Vec::new(),
                 body: vec![b'y'; 64],
             };

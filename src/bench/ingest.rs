@@ -944,6 +944,7 @@ impl<'a> RawWriter<'a> {
                             source_id: "bench".into(),
                             tenant: format!("tenant-{}", i % TENANTS),
                             idempotency_key: None,
+                            event_type: None,
                             headers: vec![("content-type".into(), b"application/json".to_vec())],
                             body: body_for(i),
                         }

@@ -214,6 +214,11 @@ fn print_info(i: &info::StoreInfo, took: std::time::Duration) {
         output::bytes(n.bytes),
         n.archive_pending
     );
+    let t = &i.totals;
+    println!(
+        "totals       rows accepted {}  delivered {}  retried {}  dead-lettered {};  hooks unrouted {}",
+        t.accepted, t.delivered, t.retried, t.dead_lettered, t.unrouted
+    );
     println!("tenants      {}", i.tenants);
     if i.active.complete {
         println!(

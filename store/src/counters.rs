@@ -1,10 +1,10 @@
 //! Per-tenant counters: six signed 64-bit values per ordinal, ord 0 being
-//! the node aggregate, and four cumulative totals ([`Total`]) per ordinal.
+//! the node aggregate, and five cumulative totals ([`Total`]) per ordinal.
 //!
 //! The six [`Field`]s are levels: each equals a fold of the row families
 //! (`store check` compares them, `store repair` rebuilds them). The
 //! [`Total`]s count transitions since the ordinal's first one (rows
-//! accepted, delivered, retried, dead-lettered): no fold can recompute them,
+//! accepted, delivered, retried, dead-lettered; hooks unrouted): no fold can recompute them,
 //! so `store check` only checks that they decode, `store repair` never
 //! writes them, and the format 2 -> 3 migration starts them at 0. They only
 //! ever move up: the only deltas the transitions give them are positive.
@@ -150,14 +150,19 @@ pub enum Total {
     Retried = 10,
     /// Rows moved to the DLQ.
     DeadLettered = 11,
+    /// Hooks accepted that owed no sink a row: their event type matched no
+    /// sink's `events` (or every sink of the source is retired). Counted
+    /// in hooks, the others in rows.
+    Unrouted = 12,
 }
 
 impl Total {
-    pub const ALL: [Total; 4] = [
+    pub const ALL: [Total; 5] = [
         Total::Accepted,
         Total::Delivered,
         Total::Retried,
         Total::DeadLettered,
+        Total::Unrouted,
     ];
 
     pub fn from_u8(b: u8) -> Option<Total> {
@@ -170,11 +175,12 @@ impl Total {
             Total::Delivered => "delivered",
             Total::Retried => "retried",
             Total::DeadLettered => "dead_lettered",
+            Total::Unrouted => "unrouted",
         }
     }
 }
 
-/// The four cumulative totals of one ordinal. A stored value that is
+/// The cumulative totals of one ordinal. A stored value that is
 /// negative (only a damaged store holds one) reads as 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Totals {
@@ -186,6 +192,8 @@ pub struct Totals {
     pub retried: u64,
     #[serde(default)]
     pub dead_lettered: u64,
+    #[serde(default)]
+    pub unrouted: u64,
 }
 
 impl Totals {
@@ -195,6 +203,7 @@ impl Totals {
             Total::Delivered => self.delivered,
             Total::Retried => self.retried,
             Total::DeadLettered => self.dead_lettered,
+            Total::Unrouted => self.unrouted,
         }
     }
 
@@ -204,6 +213,7 @@ impl Totals {
             Total::Delivered => &mut self.delivered,
             Total::Retried => &mut self.retried,
             Total::DeadLettered => &mut self.dead_lettered,
+            Total::Unrouted => &mut self.unrouted,
         }
     }
 

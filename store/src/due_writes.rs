@@ -100,6 +100,7 @@ mod tests {
                 source_id: "s".into(),
                 tenant: tenant.into(),
                 idempotency_key: None,
+                event_type: None,
                 headers: vec![],
                 body: vec![1],
             },

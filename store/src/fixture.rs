@@ -233,6 +233,7 @@ pub fn write(
                 },
                 tenant: tenant_name(ti),
                 idempotency_key: (rng.below(10) == 0).then(|| format!("idem-{seq}")),
+                event_type: None,
                 headers: vec![("content-type".into(), b"application/json".to_vec())],
                 body,
             };
@@ -373,6 +374,7 @@ pub fn write_v2(
                 },
                 tenant: tenant.clone(),
                 idempotency_key: None,
+                event_type: None,
                 headers: vec![("content-type".into(), b"application/json".to_vec())],
                 body: vec![b'v'; size],
             };

@@ -15,7 +15,8 @@ pub struct StoreInfo {
     pub format: Option<u32>,
     pub node: Counters,
     /// The node's cumulative totals (rows accepted, delivered, retried,
-    /// dead-lettered since the store was created or migrated).
+    /// dead-lettered, and hooks unrouted, since the store was created or
+    /// migrated).
     pub totals: Totals,
     /// Ordinals ever allocated (erased tenants included).
     pub tenants: u32,

@@ -971,6 +971,7 @@ mod tests {
             source_id: "s".into(),
             tenant: "t".into(),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: vec![1, 2, 3],
         };
@@ -1069,6 +1070,7 @@ mod tests {
                 source_id: "s".into(),
                 tenant: format!("t{ord}"),
                 idempotency_key: None,
+                event_type: None,
                 headers: vec![],
                 body: vec![1],
             };

@@ -500,6 +500,7 @@ mod console_query_tests {
                 source_id: "s".into(),
                 tenant: (*t).into(),
                 idempotency_key: None,
+                event_type: None,
                 headers: Vec::new(),
                 body: b"{}".to_vec(),
             };

@@ -250,22 +250,36 @@ impl HookId {
 /// Layout (version 1): `1:u8 received_at:u64 source:str16 tenant:str16
 /// has_key:u8 [idempotency_key:str16] n_headers:u16 (name:str16
 /// value:bytes16)* body:bytes32`.
+///
+/// Version 2 is version 1 with `event_type:str16` after the idempotency
+/// key: written only for a hook that has a type (its source routes by event
+/// type), so a store that never routes holds version 1 only and an older
+/// binary reads it all. An older binary refuses a version 2 hook as
+/// undecodable (docs/storage.md, "Hook envelope").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
     pub received_at: u64,
     pub source_id: String,
     pub tenant: String,
     pub idempotency_key: Option<String>,
+    /// The hook's event type, when its source says where to find one and
+    /// the request had it (`invoice.paid`).
+    pub event_type: Option<String>,
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
 }
 
 const ENVELOPE_V1: u8 = 1;
+const ENVELOPE_V2: u8 = 2;
 
 impl Envelope {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.body.len());
-        out.push(ENVELOPE_V1);
+        out.push(if self.event_type.is_some() {
+            ENVELOPE_V2
+        } else {
+            ENVELOPE_V1
+        });
         out.extend_from_slice(&self.received_at.to_be_bytes());
         put_str16(&mut out, &self.source_id);
         put_str16(&mut out, &self.tenant);
@@ -275,6 +289,9 @@ impl Envelope {
                 put_str16(&mut out, k);
             }
             None => out.push(0),
+        }
+        if let Some(t) = &self.event_type {
+            put_str16(&mut out, t);
         }
         let n = self.headers.len().min(u16::MAX as usize);
         out.extend_from_slice(&(n as u16).to_be_bytes());
@@ -286,30 +303,29 @@ impl Envelope {
         out
     }
 
+    /// The version byte, refused unless known.
+    fn version(r: &mut Reader<'_>) -> Result<u8, DecodeError> {
+        match r.u8()? {
+            v @ (ENVELOPE_V1 | ENVELOPE_V2) => Ok(v),
+            v => Err(DecodeError::new(
+                "hook envelope",
+                format!("unknown version {v}"),
+            )),
+        }
+    }
+
     /// The source id alone: what a pause check needs, without copying the
     /// headers and body.
     pub fn decode_source(b: &[u8]) -> Result<String, DecodeError> {
         let mut r = Reader::new(b, "hook envelope");
-        let v = r.u8()?;
-        if v != ENVELOPE_V1 {
-            return Err(DecodeError::new(
-                "hook envelope",
-                format!("unknown version {v}"),
-            ));
-        }
+        Self::version(&mut r)?;
         r.u64()?;
         r.str16()
     }
 
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(b, "hook envelope");
-        let v = r.u8()?;
-        if v != ENVELOPE_V1 {
-            return Err(DecodeError::new(
-                "hook envelope",
-                format!("unknown version {v}"),
-            ));
-        }
+        let v = Self::version(&mut r)?;
         let received_at = r.u64()?;
         let source_id = r.str16()?;
         let tenant = r.str16()?;
@@ -322,6 +338,11 @@ impl Envelope {
                     format!("bad idempotency flag {other}"),
                 ))
             }
+        };
+        let event_type = if v == ENVELOPE_V2 {
+            Some(r.str16()?)
+        } else {
+            None
         };
         let n = r.u16()?;
         let mut headers = Vec::with_capacity(n.min(64) as usize);
@@ -337,6 +358,7 @@ impl Envelope {
             source_id,
             tenant,
             idempotency_key,
+            event_type,
             headers,
             body,
         })
@@ -346,13 +368,7 @@ impl Envelope {
     /// hook and should not copy its body.
     pub fn decode_tenant(b: &[u8]) -> Result<String, DecodeError> {
         let mut r = Reader::new(b, "hook envelope");
-        let v = r.u8()?;
-        if v != ENVELOPE_V1 {
-            return Err(DecodeError::new(
-                "hook envelope",
-                format!("unknown version {v}"),
-            ));
-        }
+        Self::version(&mut r)?;
         r.u64()?;
         r.bytes16()?;
         r.str16()
@@ -532,6 +548,7 @@ mod tests {
             "[a-z]{1,10}",
             "[a-z0-9]{1,20}",
             proptest::option::of("[ -~]{1,30}"),
+            proptest::option::of("[!-~]{1,40}"),
             proptest::collection::vec(
                 (
                     "[a-z-]{1,12}",
@@ -542,13 +559,16 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..200),
         )
             .prop_map(
-                |(received_at, source_id, tenant, idempotency_key, headers, body)| Envelope {
-                    received_at,
-                    source_id,
-                    tenant,
-                    idempotency_key,
-                    headers,
-                    body,
+                |(received_at, source_id, tenant, idempotency_key, event_type, headers, body)| {
+                    Envelope {
+                        received_at,
+                        source_id,
+                        tenant,
+                        idempotency_key,
+                        event_type,
+                        headers,
+                        body,
+                    }
                 },
             )
     }
@@ -556,6 +576,10 @@ mod tests {
     proptest! {
         #[test]
         fn envelope_round_trips(e in envelope()) {
+            // Version 2 only for a typed hook: a store that never routes
+            // stays readable by a binary that knows version 1 only.
+            prop_assert_eq!(e.encode()[0], if e.event_type.is_some() { 2 } else { 1 });
+            prop_assert_eq!(Envelope::decode_source(&e.encode()).unwrap(), e.source_id.clone());
             prop_assert_eq!(Envelope::decode_tenant(&e.encode()).unwrap(), e.tenant.clone());
             prop_assert_eq!(Envelope::decode(&e.encode()).unwrap(), e);
         }
@@ -625,6 +649,7 @@ mod tests {
             source_id: "s".into(),
             tenant: "t".into(),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: b"hello".to_vec(),
         };

@@ -302,6 +302,7 @@ fn follow_mode_sees_rows_a_running_writer_adds() {
                     source_id: "src".into(),
                     tenant: tenant.into(),
                     idempotency_key: None,
+                    event_type: None,
                     headers: vec![],
                     body: b"{}".to_vec(),
                 },

@@ -728,6 +728,7 @@ fn boot_returns_inflight_rows_to_due() {
             source_id: "shop".into(),
             tenant: "acme".into(),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: b"{}".to_vec(),
         };

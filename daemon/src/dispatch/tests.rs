@@ -42,6 +42,7 @@ fn hooks_of(
             source_id: source.into(),
             tenant: format!("t{ord}"),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: vec![1],
         };

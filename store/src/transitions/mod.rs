@@ -231,6 +231,18 @@ pub fn ingest(b: &mut Batch, h: &IngestHook<'_>) -> Vec<DueRow> {
         h.seq.saturating_add(1).to_be_bytes().to_vec(),
     );
     b.tally(h.ord, Total::Accepted, u64::from(h.sinks.len()));
+    if h.sinks.is_empty() {
+        // Owed to no sink (its type matched none, or every sink is
+        // retired): the reclaim marker is put now, as the last delivery
+        // would have put it, so the reclaim frees the hook once nothing
+        // else (the archive) owes it.
+        b.tally(h.ord, Total::Unrouted, 1);
+        b.put(
+            Family::Index,
+            enc::seq_key(prefix::CLEARED, h.seq),
+            Vec::new(),
+        );
+    }
     let mut rows = Vec::with_capacity(usize::from(h.sinks.len()));
     for sink in h.sinks.iter() {
         b.put(
@@ -1486,6 +1498,7 @@ mod tests {
             source_id: "s".into(),
             tenant: tenant.into(),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: vec![1],
         };
@@ -1523,6 +1536,7 @@ mod tests {
             source_id: "s".into(),
             tenant: "a".into(),
             idempotency_key: None,
+            event_type: None,
             headers: vec![],
             body: vec![1],
         };

@@ -18,6 +18,7 @@ pub fn envelope(tenant: &str, at: u64, size: usize) -> Envelope {
         source_id: "src".into(),
         tenant: tenant.into(),
         idempotency_key: None,
+        event_type: None,
         headers: vec![("content-type".into(), b"application/json".to_vec())],
         body: vec![b'b'; size],
     }

@@ -425,6 +425,7 @@ fn concurrent_writers_do_not_lose_counts() {
             delivered: 300,
             retried: 300,
             dead_lettered: 300,
+            unrouted: 0,
         },
         "concurrent writers lose no count of a total either"
     );
@@ -1063,5 +1064,52 @@ fn archive_settle_lets_reclaim_delete_the_hook() {
         queries::node_counters(&store).unwrap(),
         ankusa_store::Counters::default()
     );
+    assert_consistent(&store);
+}
+
+/// Issue 32: a hook owed to no sink (its type matched no sink's events) is
+/// accepted, counted as unrouted (the tenant's total and the node's), and
+/// freed by the reclaim like a delivered one; with the archive on, only
+/// once it is archived. Guard: without the reclaim marker at ingest the
+/// hook stays forever (the first reclaim pass frees nothing).
+#[test]
+fn an_unrouted_hook_is_counted_and_reclaimed() {
+    let (_d, store) = fresh();
+    let mut alloc = TenantAllocator::load(&store, 100).unwrap();
+    let rows = ingest_to(
+        &store,
+        &mut alloc,
+        &[
+            ("a", 1, 4, SinkSet::first(0), false),
+            ("a", 2, 4, SinkSet::first(0), true),
+            ("a", 3, 4, SinkSet::first(1), false),
+        ],
+    );
+    assert_eq!(rows.len(), 1, "only the routed hook has a row");
+    let (_, node) = queries::tallies(&store, 0).unwrap();
+    assert_eq!((node.unrouted, node.accepted), (2, 1));
+    let (_, tenant) = queries::tallies(&store, rows[0].ord).unwrap();
+    assert_eq!(tenant.unrouted, 2);
+    assert_consistent(&store);
+    assert_eq!(
+        transitions::reclaim_pass(&store, 100).unwrap(),
+        1,
+        "the unrouted hook without an archive obligation goes"
+    );
+    let archived = rows[0].seq - 1;
+    assert!(queries::hook(&store, archived).unwrap().is_some());
+    let mut b = Batch::new();
+    transitions::archive_settle(
+        &mut b,
+        archived,
+        &ArchiveValue {
+            size: 4,
+            ord: rows[0].ord,
+        },
+    );
+    store.commit(b, false).unwrap();
+    assert_eq!(transitions::reclaim_pass(&store, 100).unwrap(), 1);
+    assert!(queries::hook(&store, archived).unwrap().is_none());
+    assert!(queries::hook(&store, rows[0].seq).unwrap().is_some());
     assert_consistent(&store);
 }

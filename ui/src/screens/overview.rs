@@ -98,7 +98,7 @@ pub fn draw(f: &mut Frame, o: Option<&Overview>, facts: Facts<'_>, theme: &Theme
             "rates, last minute",
             theme.title(),
         ))];
-        for t in Total::ALL {
+        for t in trends::shown(&o.totals) {
             v.push(trends::rate_line(rates.series, t, right_w, theme));
         }
         v.push(trends::backlog_line(rates.series, theme));

@@ -26,6 +26,14 @@ pub struct Rates<'a> {
     pub live: bool,
 }
 
+/// The totals a screen lists: unrouted hooks only on a store that has
+/// had one (a node that does not route by event type never does).
+pub fn shown(totals: &Totals) -> impl Iterator<Item = Total> + '_ {
+    Total::ALL
+        .into_iter()
+        .filter(|&t| t != Total::Unrouted || totals.unrouted > 0)
+}
+
 /// The label of a total in a rate line.
 pub fn label(t: Total) -> &'static str {
     match t {
@@ -33,6 +41,7 @@ pub fn label(t: Total) -> &'static str {
         Total::Delivered => "delivered",
         Total::Retried => "retried",
         Total::DeadLettered => "dead-lettered",
+        Total::Unrouted => "unrouted",
     }
 }
 
@@ -43,6 +52,7 @@ pub fn short(t: Total) -> &'static str {
         Total::Delivered => "dlv/s",
         Total::Retried => "rtr/s",
         Total::DeadLettered => "dl/s",
+        Total::Unrouted => "unr/s",
     }
 }
 
@@ -57,8 +67,10 @@ fn dir_style(theme: &Theme, d: Dir, up_is_bad: bool) -> ratatui::style::Style {
     }
 }
 
+/// Unrouted hooks on the rise mean a producer sends types no sink wants,
+/// or a sink lost its subscription: worth a look either way.
 fn up_is_bad(t: Total) -> bool {
-    matches!(t, Total::Retried | Total::DeadLettered)
+    matches!(t, Total::Retried | Total::DeadLettered | Total::Unrouted)
 }
 
 /// A rate cell for a list: `12/s↑`, `…` while measuring, `-` without a daemon.
@@ -165,7 +177,7 @@ pub fn no_daemon_lines(totals: &Totals, theme: &Theme) -> Vec<Line<'static>> {
         theme.warn(),
     ))];
     v.push(Line::from("totals since the store began:"));
-    for t in Total::ALL {
+    for t in shown(totals) {
         v.push(Line::from(vec![
             Span::styled(format!("{:<14}", label(t)), theme.label()),
             Span::raw(num(i64::try_from(totals.get(t)).unwrap_or(i64::MAX))),

@@ -147,6 +147,7 @@ pub fn ingest(store: &Store, tenant: &str, n: u64, at: impl Fn(u64) -> u64) {
                 source_id: "src-test".into(),
                 tenant: tenant.into(),
                 idempotency_key: None,
+                event_type: None,
                 headers: vec![("content-type".into(), b"application/json".to_vec())],
                 body: br#"{"ok":true}"#.to_vec(),
             },

@@ -55,6 +55,7 @@ fn under_load(mut push: impl FnMut(ankusa_ui::rates::Sample)) {
                 delivered: dlv,
                 retried: rtr,
                 dead_lettered: 40 + u64::from(at == end),
+                unrouted: 0,
             },
             backlog: 500 + (elapsed / 500) as i64,
             oldest_age_ms: Some(30_000 + elapsed / 3),
