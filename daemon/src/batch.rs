@@ -34,6 +34,7 @@ use serde_json::{json, Value};
 use super::config::{Source, TenantRule};
 use super::ingest::{self, AppState, InProgress};
 use super::outcome::Outcome;
+use super::routing::EventTypeFrom;
 use super::signature::{self, SignatureError, Signed};
 use super::writer::{SubmitError, WriteOutcome};
 
@@ -151,6 +152,7 @@ async fn handle(
             ),
         },
     };
+    let request_type = request_event_type(&source, req.headers());
     let Ok(_permit) = app.permits.clone().try_acquire_owned() else {
         return Err(Outcome::Overloaded);
     };
@@ -173,9 +175,10 @@ async fn handle(
     let mut refusals = Vec::with_capacity(lines.len());
     let mut good = Vec::with_capacity(lines.len());
     for l in &lines {
-        match check(&source, default_tenant.as_deref(), l, now) {
+        match check(&source, default_tenant.as_deref(), &request_type, l, now) {
             Ok(env) => {
-                good.push(env);
+                let sinks = source.route(env.event_type.as_deref());
+                good.push((env, sinks));
                 refusals.push(None);
             }
             Err(o) => refusals.push(Some(o)),
@@ -184,13 +187,10 @@ async fn handle(
     let mut written = if good.is_empty() {
         Vec::new().into_iter()
     } else {
-        let rx = app
-            .writer
-            .submit_all(good, source.ingest_sinks())
-            .map_err(|e| match e {
-                SubmitError::Full => Outcome::QueueFull,
-                SubmitError::Closed => Outcome::ShuttingDown,
-            })?;
+        let rx = app.writer.submit_all(good).map_err(|e| match e {
+            SubmitError::Full => Outcome::QueueFull,
+            SubmitError::Closed => Outcome::ShuttingDown,
+        })?;
         // Dropped unanswered: nothing of it was committed.
         rx.await.map_err(|_| Outcome::StoreUnavailable)?.into_iter()
     };
@@ -206,7 +206,60 @@ async fn handle(
 }
 
 /// One entry's checks, as a single hook's: the same codes.
-fn check(source: &Source, default_tenant: Option<&str>, line: &[u8], now: u64) -> Checked {
+/// The batch request's own event type header, the default of its entries
+/// (as its tenant header is): `Ok(None)` when the source reads types from
+/// the body, or the request has none.
+fn request_event_type(
+    source: &Source,
+    head: &axum::http::HeaderMap,
+) -> Result<Option<String>, Outcome> {
+    match &source.event_type {
+        Some(EventTypeFrom::Header(_)) => source
+            .event_type(head, &[])
+            .map_err(|_| Outcome::EventTypeInvalid),
+        _ => Ok(None),
+    }
+}
+
+/// An entry's event type: from its own headers (or the request's) or from
+/// its body, as its source says.
+fn entry_event_type(
+    source: &Source,
+    request_type: &Result<Option<String>, Outcome>,
+    headers: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Option<String>, Outcome> {
+    match &source.event_type {
+        None => Ok(None),
+        Some(EventTypeFrom::Json(_)) => source
+            .event_type(&axum::http::HeaderMap::new(), body)
+            .map_err(|_| Outcome::EventTypeInvalid),
+        Some(EventTypeFrom::Header(name)) => {
+            let mut own = axum::http::HeaderMap::new();
+            for (n, v) in headers {
+                if n.eq_ignore_ascii_case(name.as_str()) {
+                    let v = axum::http::HeaderValue::from_str(v)
+                        .map_err(|_| Outcome::EventTypeInvalid)?;
+                    own.append(name.clone(), v);
+                }
+            }
+            if own.is_empty() {
+                return request_type.clone();
+            }
+            source
+                .event_type(&own, body)
+                .map_err(|_| Outcome::EventTypeInvalid)
+        }
+    }
+}
+
+fn check(
+    source: &Source,
+    default_tenant: Option<&str>,
+    request_type: &Result<Option<String>, Outcome>,
+    line: &[u8],
+    now: u64,
+) -> Checked {
     let e: Entry = serde_json::from_slice::<Value>(line)
         .ok()
         .filter(Value::is_object)
@@ -235,6 +288,7 @@ fn check(source: &Source, default_tenant: Option<&str>, line: &[u8], now: u64) -
     if body.len() > source.max_body {
         return Err(Outcome::BodyTooLarge);
     }
+    let event_type = entry_event_type(source, request_type, &e.headers, &body)?;
     let mut headers = Vec::new();
     for kept in &source.keep_headers {
         let found = e
@@ -286,7 +340,7 @@ fn check(source: &Source, default_tenant: Option<&str>, line: &[u8], now: u64) -
         source_id: source.id.clone(),
         tenant,
         idempotency_key,
-        event_type: None,
+        event_type,
         headers,
         body,
     })

@@ -492,6 +492,10 @@ pub struct SourceConfig {
     /// The source's share of the dispatcher among the sources.
     #[serde(default = "default_source_weight")]
     pub weight: Int<1, 1000>,
+    /// Where a hook's event type is: `{ header = "x-github-event" }` or
+    /// `{ json = "/type" }` (docs/configuration.md, "Routing by event
+    /// type").
+    pub event_type: Option<crate::routing::EventTypeConfig>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
 }
@@ -548,6 +552,12 @@ pub struct SinkConfig {
     /// Requests to this sink started per second at most (`"50/s"`,
     /// `"30/m"`); its waiting rows stay due.
     pub rate: Option<ankusa_store::policy::Rate>,
+    /// The event types it takes (`["invoice.*", "customer.created"]`);
+    /// every hook when absent.
+    pub events: Option<Vec<String>>,
+    /// `events`, checked, filled in by the config check.
+    #[serde(skip)]
+    pub patterns: Option<Vec<crate::routing::Pattern>>,
 }
 
 /// `[sources.sinks.breaker]`: when the sink is paused automatically, and
@@ -787,6 +797,8 @@ pub struct Source {
     /// scheduler's group weight): the sources are served fairly first, their
     /// tenants second.
     pub weight: u32,
+    /// Where a hook's event type is read; `None`: hooks have no type.
+    pub event_type: Option<crate::routing::EventTypeFrom>,
     pub sinks: Vec<SinkConfig>,
 }
 
@@ -817,6 +829,30 @@ impl Source {
             .fold(SinkSet::first(n), |set, (i, _)| {
                 set.without(u16::try_from(i).unwrap_or(u16::MAX))
             })
+    }
+
+    /// The positions a new hook of type `t` owes rows to: the sinks of
+    /// [`Source::ingest_sinks`] that subscribe to it. Empty: the hook is
+    /// unrouted.
+    pub fn route(&self, t: Option<&str>) -> SinkSet {
+        crate::routing::route(self.ingest_sinks(), t, |i| {
+            self.sinks
+                .get(usize::from(i))
+                .and_then(|k| k.patterns.as_deref())
+        })
+    }
+
+    /// The hook's event type from this request (none when the source does
+    /// not route by type).
+    pub fn event_type(
+        &self,
+        headers: &axum::http::HeaderMap,
+        body: &[u8],
+    ) -> Result<Option<String>, crate::routing::EventTypeError> {
+        match &self.event_type {
+            Some(from) => crate::routing::extract(from, headers, body),
+            None => Ok(None),
+        }
     }
 
     /// The source's sinks as the store's catalog records them: the name (or
@@ -1154,6 +1190,13 @@ fn check_source(
                 "source `{id}`: sources.sinks[{i}].backoff_max is shorter than backoff_initial"
             ));
         }
+        sink.patterns = crate::routing::check_events(sink.events.as_deref())
+            .map_err(|m| format!("source `{id}`: sources.sinks[{i}].{m}"))?;
+        if sink.patterns.is_some() && s.event_type.is_none() {
+            return Err(format!(
+                "source `{id}`: sources.sinks[{i}].events needs the source's event_type (where a hook's type is: {{ header = \"...\" }} or {{ json = \"/type\" }})"
+            ));
+        }
         if let Some(b) = &sink.breaker {
             if b.failures.is_none() && b.ratio.is_none() {
                 return Err(format!(
@@ -1167,8 +1210,15 @@ fn check_source(
             }
         }
     }
+    let event_type = s
+        .event_type
+        .as_ref()
+        .map(crate::routing::EventTypeFrom::check)
+        .transpose()
+        .map_err(|m| format!("source `{id}`: sources.{m}"))?;
     Ok(Source {
         id,
+        event_type,
         tenant,
         tokens,
         signing_keys,
@@ -1388,12 +1438,71 @@ url = "http://127.0.0.1:9000/hooks"
             .collect();
         assert_eq!(
             blocks.len(),
-            2,
-            "docs/configuration.md has two toml examples"
+            3,
+            "docs/configuration.md has three toml examples"
         );
         for b in blocks {
             parse(b).unwrap_or_else(|e| panic!("{e}\nin\n{b}"));
         }
+    }
+
+    /// Issue 32: `event_type` and `events` are checked, and a sink's
+    /// events need the source's event_type.
+    #[test]
+    fn routing_keys_are_checked() {
+        let routed = MINIMAL
+            .replace("id = \"shop\"", "id = \"shop\"\nevent_type = { json = \"/type\" }")
+            .replace(
+                "url = \"http://127.0.0.1:9000/hooks\"",
+                "url = \"http://127.0.0.1:9000/hooks\"\nevents = [\"invoice.*\", \"customer.created\"]\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9001/\"",
+            );
+        let s = parse(&routed).unwrap();
+        let src = &s.sources[0];
+        assert_eq!(
+            src.route(Some("invoice.paid")),
+            ankusa_store::transitions::SinkSet::first(2)
+        );
+        assert_eq!(
+            src.route(Some("order.paid")),
+            ankusa_store::transitions::SinkSet::of([1])
+        );
+        assert_eq!(src.route(None), ankusa_store::transitions::SinkSet::of([1]));
+        let no_source_type = routed.replace("event_type = { json = \"/type\" }\n", "");
+        let e = parse(&no_source_type).unwrap_err().to_string();
+        assert!(e.contains("events needs the source's event_type"), "{e}");
+        for (bad, says) in [
+            ("events = [\"in*voice\"", "may only end a pattern"),
+            ("events = [\"\"", "not an event type"),
+        ] {
+            let text = routed.replace("events = [\"invoice.*\"", bad);
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("sinks[0].events"), "{e}");
+        }
+        let e = parse(&routed.replace(
+            "events = [\"invoice.*\", \"customer.created\"]",
+            "events = []",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("retired"), "{e}");
+        let e = parse(&routed.replace("{ json = \"/type\" }", "{ json = \"type\" }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("JSON pointer"), "{e}");
+        let e = parse(&routed.replace("{ json = \"/type\" }", "{ body = \"/type\" }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant") || e.contains("body"), "{e}");
+        // A retired sink takes nothing, whatever its events.
+        let retired = routed.replace(
+            "events = [\"invoice.*\", \"customer.created\"]",
+            "events = [\"invoice.*\"]\nretired = true",
+        );
+        let s = parse(&retired).unwrap();
+        assert_eq!(
+            s.sources[0].route(Some("invoice.paid")),
+            ankusa_store::transitions::SinkSet::of([1])
+        );
     }
 
     #[test]

@@ -489,6 +489,8 @@ mod tests {
             retired: false,
             max_in_flight: None,
             rate: None,
+            events: None,
+            patterns: None,
         }
     }
 

@@ -298,6 +298,17 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
         return Err(refuse(Outcome::Overloaded));
     };
     let signed = signed_headers(req.headers());
+    // A header type is read before the body consumes the request; a body
+    // type (a JSON pointer) after it.
+    let head_type = match &admitted.source.event_type {
+        Some(crate::routing::EventTypeFrom::Header(_)) => Some(
+            admitted
+                .source
+                .event_type(req.headers(), &[])
+                .map_err(|_| refuse(Outcome::EventTypeInvalid))?,
+        ),
+        _ => None,
+    };
     let body = read_body(req, admitted.source.max_body, app.body_timeout)
         .await
         .map_err(refuse)?;
@@ -322,24 +333,29 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
         })?;
     }
 
+    let event_type = match head_type {
+        Some(t) => t,
+        None => admitted
+            .source
+            .event_type(&axum::http::HeaderMap::new(), &body)
+            .map_err(|_| refuse(Outcome::EventTypeInvalid))?,
+    };
+    let sinks = admitted.source.route(event_type.as_deref());
     let envelope = Envelope {
         received_at: app.clock.now_ms(),
         source_id: admitted.source.id.clone(),
         tenant: admitted.tenant.clone(),
         idempotency_key: admitted.idempotency_key,
-        event_type: None,
+        event_type,
         headers: admitted.headers,
         body: body.to_vec(),
     };
-    let rx = app
-        .writer
-        .submit(envelope, admitted.source.ingest_sinks())
-        .map_err(|e| {
-            refuse(match e {
-                SubmitError::Full => Outcome::QueueFull,
-                SubmitError::Closed => Outcome::ShuttingDown,
-            })
-        })?;
+    let rx = app.writer.submit(envelope, sinks).map_err(|e| {
+        refuse(match e {
+            SubmitError::Full => Outcome::QueueFull,
+            SubmitError::Closed => Outcome::ShuttingDown,
+        })
+    })?;
     match rx.await {
         Ok(WriteOutcome::Accepted(id)) => Ok((Outcome::Accepted, id, admitted.tenant)),
         Ok(WriteOutcome::Duplicate(id)) => Ok((Outcome::Duplicate, id, admitted.tenant)),

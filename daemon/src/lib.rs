@@ -77,6 +77,7 @@ mod open_files;
 mod outcome;
 mod recorder;
 mod reload;
+mod routing;
 pub mod signature;
 mod sink_health;
 mod sink_room;

@@ -39,10 +39,13 @@ pub enum Outcome {
     EntryInvalid,
     /// A batch request past its entry or byte limit.
     BatchTooLarge,
+    /// The hook's event type, where its source reads one, cannot be read
+    /// as one (`routing::EventTypeError`).
+    EventTypeInvalid,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 24] = [
+    pub const ALL: [Outcome; 25] = [
         Outcome::Accepted,
         Outcome::Duplicate,
         Outcome::SourceUnknown,
@@ -67,6 +70,7 @@ impl Outcome {
         Outcome::ConnectionsFull,
         Outcome::EntryInvalid,
         Outcome::BatchTooLarge,
+        Outcome::EventTypeInvalid,
     ];
 
     /// The stable code: the `error` field of a refusal and the `outcome`
@@ -97,6 +101,7 @@ impl Outcome {
             Outcome::ConnectionsFull => "connections_full",
             Outcome::EntryInvalid => "entry_invalid",
             Outcome::BatchTooLarge => "batch_too_large",
+            Outcome::EventTypeInvalid => "event_type_invalid",
         }
     }
 
@@ -115,7 +120,8 @@ impl Outcome {
             | Outcome::HeaderInvalid
             | Outcome::HeaderAmbiguous
             | Outcome::BodyUnreadable
-            | Outcome::EntryInvalid => StatusCode::BAD_REQUEST,
+            | Outcome::EntryInvalid
+            | Outcome::EventTypeInvalid => StatusCode::BAD_REQUEST,
             Outcome::BodyTooLarge | Outcome::BatchTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Outcome::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Outcome::TenantLimit
@@ -187,6 +193,11 @@ impl Outcome {
             }
             Outcome::BatchTooLarge => {
                 "a batch request holds at most 1000 entries and 16 MiB (docs/delivery.md)"
+            }
+            Outcome::EventTypeInvalid => {
+                "this source reads an event type from a header or the JSON body: the header \
+                 appears more than once, the body is not JSON, the value is not a string, or \
+                 it is not 1 to 128 printable ASCII characters"
             }
         }
     }

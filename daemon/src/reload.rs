@@ -272,6 +272,19 @@ fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
             |v: Option<ankusa_store::policy::Rate>| v.map_or("none".to_owned(), |v| v.to_string());
         d.push(format!("rate {} -> {}", r(a.rate), r(b.rate)));
     }
+    if a.patterns != b.patterns {
+        let e = |v: &Option<Vec<crate::routing::Pattern>>| match v {
+            None => "every type".to_owned(),
+            Some(ps) => format!(
+                "[{}]",
+                ps.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        d.push(format!("events {} -> {}", e(&a.patterns), e(&b.patterns)));
+    }
     if a.retired != b.retired {
         d.push(if b.retired {
             "retired: takes no new hooks".into()
@@ -350,6 +363,16 @@ fn source_details(a: &Source, b: &Source) -> Vec<String> {
     }
     if a.weight != b.weight {
         d.push(format!("weight {} -> {}", a.weight, b.weight));
+    }
+    if a.event_type != b.event_type {
+        let e = |v: &Option<crate::routing::EventTypeFrom>| {
+            v.as_ref().map_or("none".to_owned(), ToString::to_string)
+        };
+        d.push(format!(
+            "event_type {} -> {}",
+            e(&a.event_type),
+            e(&b.event_type)
+        ));
     }
     d
 }

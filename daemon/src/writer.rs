@@ -80,8 +80,8 @@ pub enum SubmitError {
 /// are always written by one commit.
 #[derive(Debug)]
 pub struct Submission {
-    pub entries: Vec<Envelope>,
-    pub sinks: SinkSet,
+    /// Each hook and the sink positions it owes rows to (its routing).
+    pub entries: Vec<(Envelope, SinkSet)>,
     enqueued: Instant,
     charged: usize,
     reply: Reply,
@@ -95,7 +95,7 @@ enum Reply {
 
 impl Submission {
     fn body_bytes(&self) -> usize {
-        self.entries.iter().map(|e| e.body.len()).sum()
+        self.entries.iter().map(|(e, _)| e.body.len()).sum()
     }
 }
 
@@ -117,7 +117,7 @@ impl WriterHandle {
         sinks: SinkSet,
     ) -> Result<oneshot::Receiver<WriteOutcome>, SubmitError> {
         let (reply, rx) = oneshot::channel();
-        self.enqueue(vec![envelope], sinks, Reply::One(reply))?;
+        self.enqueue(vec![(envelope, sinks)], Reply::One(reply))?;
         Ok(rx)
     }
 
@@ -126,23 +126,17 @@ impl WriterHandle {
     /// order.
     pub fn submit_all(
         &self,
-        entries: Vec<Envelope>,
-        sinks: SinkSet,
+        entries: Vec<(Envelope, SinkSet)>,
     ) -> Result<oneshot::Receiver<Vec<WriteOutcome>>, SubmitError> {
         let (reply, rx) = oneshot::channel();
-        self.enqueue(entries, sinks, Reply::All(reply))?;
+        self.enqueue(entries, Reply::All(reply))?;
         Ok(rx)
     }
 
-    fn enqueue(
-        &self,
-        entries: Vec<Envelope>,
-        sinks: SinkSet,
-        reply: Reply,
-    ) -> Result<(), SubmitError> {
+    fn enqueue(&self, entries: Vec<(Envelope, SinkSet)>, reply: Reply) -> Result<(), SubmitError> {
         let charged = entries
             .iter()
-            .map(|e| e.body.len().saturating_add(JOB_OVERHEAD))
+            .map(|(e, _)| e.body.len().saturating_add(JOB_OVERHEAD))
             .sum::<usize>();
         let before = self.queued_bytes.fetch_add(charged, Ordering::SeqCst);
         // An empty queue admits any one job, so a body at the size limit is
@@ -153,7 +147,6 @@ impl WriterHandle {
         }
         let job = Submission {
             entries,
-            sinks,
             enqueued: Instant::now(),
             charged,
             reply,
@@ -313,7 +306,7 @@ impl Writer {
     pub fn write(&mut self, jobs: Vec<Submission>) {
         let envs: Vec<(&Envelope, SinkSet)> = jobs
             .iter()
-            .flat_map(|j| j.entries.iter().map(move |e| (e, j.sinks)))
+            .flat_map(|j| j.entries.iter().map(|(e, s)| (e, *s)))
             .collect();
         let mut outcomes = self.commit(&envs).into_iter();
         for job in jobs {

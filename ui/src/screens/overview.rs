@@ -5,7 +5,6 @@
 //! where there is room. One request per refresh, each of its numbers a
 //! point read or a bounded walk (never a fold).
 
-use ankusa_store::Total;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
