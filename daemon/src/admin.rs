@@ -332,6 +332,9 @@ struct DlqQuery {
     limit: Option<usize>,
     /// `SOURCE/SINK`: only that sink's rows (a bounded walk).
     sink: Option<String>,
+    /// An event type pattern (`invoice.*`): only rows of hooks whose type
+    /// matches (a bounded walk).
+    event_type: Option<String>,
 }
 
 /// `GET /v1/admin/jobs`.
@@ -697,7 +700,10 @@ async fn dlq(
             q.order.unwrap_or_default(),
             q.cursor.as_deref(),
             q.limit.unwrap_or(50),
-            q.sink.as_deref(),
+            &reads::DlqFilter {
+                sink: q.sink,
+                event_type: q.event_type,
+            },
         )
     })
     .await?;

@@ -220,6 +220,7 @@ impl Deliverer {
         let sink = env
             .as_ref()
             .and_then(|e| self.sink_of(&e.source_id, row.sink));
+        let event_type = env.as_ref().and_then(|e| e.event_type.clone());
         let (verdict, source_id) = match &env {
             None => (
                 Verdict::Permanent {
@@ -309,14 +310,28 @@ impl Deliverer {
                         Ended::Retried
                     }
                     _ => {
-                        transitions::dead_letter(&mut b, &row, &drow, now, &source_id);
+                        transitions::dead_letter(
+                            &mut b,
+                            &row,
+                            &drow,
+                            now,
+                            &source_id,
+                            event_type.as_deref(),
+                        );
                         Ended::Dead
                     }
                 }
             }
             Verdict::Permanent { status, error } => {
                 drow.record(now, status, &error);
-                transitions::dead_letter(&mut b, &row, &drow, now, &source_id);
+                transitions::dead_letter(
+                    &mut b,
+                    &row,
+                    &drow,
+                    now,
+                    &source_id,
+                    event_type.as_deref(),
+                );
                 Ended::Dead
             }
         };

@@ -23,10 +23,10 @@ use std::fmt;
 use axum::http::{HeaderMap, HeaderName};
 use serde::Deserialize;
 
+pub use ankusa_ops::event_type::Pattern;
+use ankusa_ops::event_type::{valid as valid_type, MAX_EVENT_TYPE};
 use ankusa_store::transitions::SinkSet;
 
-/// The longest event type kept, in bytes.
-pub const MAX_EVENT_TYPE: usize = 128;
 /// Patterns one sink may list at most.
 pub const MAX_PATTERNS: usize = 64;
 
@@ -84,12 +84,6 @@ pub enum EventTypeError {
     NotString,
 }
 
-/// Whether `t` may be a type: 1 to [`MAX_EVENT_TYPE`] bytes of visible
-/// ASCII (no space, no control character).
-fn valid_type(t: &str) -> bool {
-    !t.is_empty() && t.len() <= MAX_EVENT_TYPE && t.bytes().all(|b| b.is_ascii_graphic())
-}
-
 /// The hook's type, read where the source says: `None` when the request
 /// has none there.
 pub fn extract(
@@ -120,55 +114,6 @@ pub fn extract(
                 Some(serde_json::Value::String(_)) => Err(EventTypeError::Invalid),
                 Some(_) => Err(EventTypeError::NotString),
             }
-        }
-    }
-}
-
-/// One entry of a sink's `events`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pattern {
-    Exact(String),
-    /// `invoice.*`: any type starting with `invoice.` (`*` alone: any type,
-    /// but not a hook without one).
-    Prefix(String),
-}
-
-impl Pattern {
-    pub fn parse(s: &str) -> Result<Pattern, String> {
-        let (body, wild) = match s.strip_suffix('*') {
-            Some(b) => (b, true),
-            None => (s, false),
-        };
-        if body.contains('*') {
-            return Err(format!("`{s}`: `*` may only end a pattern (\"invoice.*\")"));
-        }
-        // `*` alone (any type) is the one pattern with nothing before it.
-        let any = wild && body.is_empty();
-        if !any && !valid_type(body) {
-            return Err(format!(
-                "`{s}` is not an event type: 1 to {MAX_EVENT_TYPE} printable ASCII characters without spaces"
-            ));
-        }
-        Ok(if wild {
-            Pattern::Prefix(body.to_owned())
-        } else {
-            Pattern::Exact(body.to_owned())
-        })
-    }
-
-    pub fn matches(&self, t: &str) -> bool {
-        match self {
-            Pattern::Exact(e) => e == t,
-            Pattern::Prefix(p) => t.starts_with(p.as_str()),
-        }
-    }
-}
-
-impl fmt::Display for Pattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Pattern::Exact(e) => f.write_str(e),
-            Pattern::Prefix(p) => write!(f, "{p}*"),
         }
     }
 }

@@ -499,9 +499,15 @@ pub struct FleetDlq {
 
 /// Asks every node for its first `limit` dead rows (of `tenant`, when
 /// given) and merges them by dead-letter time, cut to `limit`.
-pub fn dlq(fleet: &Fleet, tenant: Option<String>, order: DlqOrder, limit: usize) -> FleetDlq {
+pub fn dlq(
+    fleet: &Fleet,
+    tenant: Option<String>,
+    order: DlqOrder,
+    limit: usize,
+    filter: crate::reads::DlqFilter,
+) -> FleetDlq {
     let answers = ask_all(fleet, move |op| {
-        op.dlq(tenant.as_deref(), order, None, limit, None)
+        op.dlq(tenant.as_deref(), order, None, limit, &filter)
     });
     let mut out = FleetDlq {
         nodes: Vec::new(),
@@ -564,7 +570,13 @@ pub fn tenant(
     some.nodes.retain(|n| nodes.contains(&n.name));
     let tenant = tenant.to_owned();
     ask_all(&some, move |op| {
-        let page = op.dlq(Some(&tenant), DlqOrder::NewestFirst, None, dlq_limit, None)?;
+        let page = op.dlq(
+            Some(&tenant),
+            DlqOrder::NewestFirst,
+            None,
+            dlq_limit,
+            &crate::reads::DlqFilter::default(),
+        )?;
         Ok(TenantOnNode {
             detail: op.tenant(&tenant)?,
             more: page.next.is_some(),

@@ -36,6 +36,7 @@
 pub mod access;
 pub mod backup;
 pub mod client;
+pub mod event_type;
 pub mod fleet;
 pub mod jobs;
 pub mod model;

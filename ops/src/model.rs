@@ -181,6 +181,9 @@ pub struct HookView {
     pub received_at: u64,
     pub source: String,
     pub idempotency_key: Option<String>,
+    /// Its event type, when its source routes by type.
+    #[serde(default)]
+    pub event_type: Option<String>,
     /// Secret-looking header values are replaced by `[redacted, N bytes]`.
     pub headers: Vec<(String, String)>,
     pub body_len: usize,

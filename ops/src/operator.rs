@@ -91,15 +91,15 @@ impl<S: Deref<Target = Store>> Operator<S> {
         }
     }
 
-    /// A DLQ page; `sink` (`SOURCE/SINK`) narrows it to one sink's rows
-    /// (a bounded walk: see [`reads::dlq_page`]).
+    /// A DLQ page; `filter` narrows it to one sink's rows and/or an event
+    /// type pattern's (a bounded walk: see [`reads::dlq_page`]).
     pub fn dlq(
         &self,
         tenant: Option<&str>,
         order: DlqOrder,
         cursor: Option<&str>,
         limit: usize,
-        sink: Option<&str>,
+        filter: &reads::DlqFilter,
     ) -> Result<DlqPage> {
         match self {
             Operator::Daemon(c) => {
@@ -113,13 +113,16 @@ impl<S: Deref<Target = Store>> Operator<S> {
                 if let Some(cur) = cursor {
                     q.push_str(&format!("&cursor={}", enc(cur)));
                 }
-                if let Some(s) = sink {
+                if let Some(s) = &filter.sink {
                     q.push_str(&format!("&sink={}", enc(s)));
+                }
+                if let Some(t) = &filter.event_type {
+                    q.push_str(&format!("&event_type={}", enc(t)));
                 }
                 c.get(&q)
             }
             Operator::Store { store, who } => {
-                reads::dlq_page(store, who, tenant, order, cursor, limit, sink)
+                reads::dlq_page(store, who, tenant, order, cursor, limit, filter)
             }
         }
     }

@@ -33,6 +33,7 @@ const SECRET_WORDS: [&str; 9] = [
 pub struct Preview {
     pub source: String,
     pub idempotency_key: Option<String>,
+    pub event_type: Option<String>,
     pub headers: Vec<(String, String)>,
     pub body: Body,
     pub body_len: usize,
@@ -79,6 +80,7 @@ pub fn build(env: &Envelope) -> Preview {
     Preview {
         source: env.source_id.clone(),
         idempotency_key: env.idempotency_key.clone(),
+        event_type: env.event_type.clone(),
         headers,
         body: body(&env.body),
         body_len: env.body.len(),

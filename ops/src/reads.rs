@@ -243,11 +243,29 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
 /// work. Two full pages' worth of rows.
 pub const SINK_WALK: usize = 2 * MAX_PAGE;
 
+/// What a DLQ page is narrowed to. Each narrowing is a bounded walk
+/// ([`SINK_WALK`] rows), and both may be given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DlqFilter {
+    /// `SOURCE/SINK`, by name or position.
+    pub sink: Option<String>,
+    /// An event type pattern (`invoice.*`, `customer.created`;
+    /// [`crate::event_type::Pattern`]).
+    pub event_type: Option<String>,
+}
+
+impl DlqFilter {
+    pub fn is_empty(&self) -> bool {
+        self.sink.is_none() && self.event_type.is_none()
+    }
+}
+
 /// A DLQ page, newest first (or oldest first): one tenant's, or (admin
-/// only) the node's; with `sink` (`SOURCE/SINK`, by name or position) only
-/// that sink's rows. A tenant-scoped caller who names no tenant gets its own.
+/// only) the node's; narrowed by `filter` to one sink's rows and/or the
+/// rows of hooks whose event type matches a pattern. A tenant-scoped
+/// caller who names no tenant gets its own.
 ///
-/// A sink's page walks at most [`SINK_WALK`] dead rows: it may come back
+/// A narrowed page walks at most [`SINK_WALK`] dead rows: it may come back
 /// short (even empty) with a `next` cursor, the row the walk stopped at,
 /// from which the next call continues.
 pub fn dlq_page(
@@ -257,7 +275,7 @@ pub fn dlq_page(
     order: DlqOrder,
     cursor: Option<&str>,
     limit: usize,
-    sink: Option<&str>,
+    filter: &DlqFilter,
 ) -> Result<DlqPage> {
     let limit = page_size(limit)?;
     let cursor = match cursor {
@@ -271,12 +289,27 @@ pub fn dlq_page(
         Some(t) => Some(who.tenant_ord(store, t)?),
         None => None,
     };
-    let page = match sink {
-        None => queries::dlq_page_ordered(store, ord, order, cursor, limit)?,
-        Some(name) => {
-            let sink = resolve_sink(store, name)?;
-            sink_page(store, ord, order, cursor, limit, &sink)?
-        }
+    let pattern = match &filter.event_type {
+        Some(p) => Some(
+            crate::event_type::Pattern::parse(p)
+                .map_err(|m| OpsError::BadRequest(format!("event type pattern {m}")))?,
+        ),
+        None => None,
+    };
+    let page = if filter.is_empty() {
+        queries::dlq_page_ordered(store, ord, order, cursor, limit)?
+    } else {
+        let sink = match &filter.sink {
+            Some(name) => Some(resolve_sink(store, name)?),
+            None => None,
+        };
+        filtered_page(store, ord, order, cursor, limit, |row| {
+            sink.as_ref()
+                .is_none_or(|k| row.sink == k.sink && row.source_id == k.source)
+                && pattern
+                    .as_ref()
+                    .is_none_or(|p| row.event_type.as_deref().is_some_and(|t| p.matches(t)))
+        })?
     };
     let mut names = std::collections::HashMap::new();
     let catalog = sinks::catalog(store)?;
@@ -302,29 +335,29 @@ pub fn dlq_page(
     })
 }
 
-/// The rows of one sink among a DLQ's, walking pages of the same order
-/// until `limit` match or [`SINK_WALK`] rows were seen. A row's source is
-/// in its DLQ value, so no hook is read.
-fn sink_page(
+/// The rows `keep` accepts among a DLQ's, walking pages of the same order
+/// until `limit` match or [`SINK_WALK`] rows were seen. A row's source
+/// and event type are in its DLQ value, so no hook is read.
+pub fn filtered_page(
     store: &Store,
     ord: Option<u32>,
     order: DlqOrder,
     mut cursor: Option<DlqCursor>,
     limit: usize,
-    sink: &pauses::SinkRef,
-) -> Result<queries::DlqPage> {
+    keep: impl Fn(&ankusa_store::DeadRow) -> bool,
+) -> std::result::Result<queries::DlqPage, ankusa_store::StoreError> {
     let mut entries = Vec::new();
     let mut walked = 0usize;
     loop {
         // Pages a few times the rows wanted: a screen's page is found in a
-        // read or two when the sink is common, without reading a thousand
-        // rows for eight.
+        // read or two when the rows kept are common, without reading a
+        // thousand rows for eight.
         let chunk = (SINK_WALK - walked).min((limit * 4).clamp(16, MAX_PAGE));
         let page = queries::dlq_page_ordered(store, ord, order, cursor, chunk)?;
         let seen = page.entries.len();
         walked += seen;
         for (i, row) in page.entries.into_iter().enumerate() {
-            if row.sink != sink.sink || row.source_id != sink.source {
+            if !keep(&row) {
                 continue;
             }
             let at = DlqCursor {
@@ -423,6 +456,7 @@ pub fn dlq_detail(store: &Store, who: &Principal, hook_id: &str) -> Result<DlqDe
             received_at: env.received_at,
             source: p.source,
             idempotency_key: p.idempotency_key,
+            event_type: p.event_type,
             headers: p.headers,
             body_len: p.body_len,
             body_kind: body_kind.to_owned(),

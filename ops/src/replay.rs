@@ -334,7 +334,7 @@ mod tests {
             let at = 10_000 + i * 1_000;
             let mut d = DeliveryRow::new(ord, f.size);
             d.record(at, 500, "boom");
-            transitions::dead_letter(&mut b, &f, &d, at, "s");
+            transitions::dead_letter(&mut b, &f, &d, at, "s", None);
             store.commit(b, true).unwrap();
             alloc.committed(res);
             out.push((tenant.to_owned(), seq));
@@ -385,7 +385,7 @@ mod tests {
             let f = transitions::claim(&mut b, row);
             let mut d = DeliveryRow::new(ord, f.size);
             d.record(10_000, 500, "boom");
-            transitions::dead_letter(&mut b, &f, &d, 10_000, "s");
+            transitions::dead_letter(&mut b, &f, &d, 10_000, "s", None);
         }
         store.commit(b, true).unwrap();
         alloc.committed(res);

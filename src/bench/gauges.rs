@@ -190,7 +190,7 @@ pub(crate) fn build(store: &Store, rows: u64, tenants: u32, now: u64, rng: &mut 
                     if t.is_multiple_of(2) {
                         transitions::retry(&mut b, &f, &d, now + 86_400_000);
                     } else {
-                        transitions::dead_letter(&mut b, &f, &d, now, "bench");
+                        transitions::dead_letter(&mut b, &f, &d, now, "bench", None);
                     }
                 }
             }
@@ -345,6 +345,7 @@ fn merging_writer(
                         &d,
                         ankusa_store::system_now_ms(),
                         "bench",
+                        None,
                     );
                 }
                 _ => transitions::delivered(&mut b, &f),

@@ -15,6 +15,16 @@ use crate::output::print_json;
 use ankusa_ops::model::{DlqDetail, ReplayRequest};
 use ankusa_ops::operator::Action;
 
+/// A DLQ row's sink as operators name it, `SOURCE/NAME`; `SOURCE/POSITION`
+/// from a node that sends no name.
+pub fn dlq_sink(name: &str, source: &str, index: u16) -> String {
+    if name.is_empty() {
+        format!("{source}/{index}")
+    } else {
+        name.to_owned()
+    }
+}
+
 fn ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -28,6 +38,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             admin,
             tenant,
             oldest,
+            event_type,
             limit,
             cursor,
             json,
@@ -37,37 +48,54 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
             } else {
                 ankusa_store::queries::DlqOrder::NewestFirst
             };
+            if let Some(p) = &event_type {
+                ankusa_ops::event_type::Pattern::parse(p)
+                    .map_err(|m| failure::usage(format!("--event-type {m}")))?;
+            }
+            let filter = ankusa_ops::reads::DlqFilter {
+                sink: None,
+                event_type,
+            };
             if let Some(fleet) = fleet {
-                return super::fleet_cmd::dlq(&fleet, tenant, order, limit, json);
+                return super::fleet_cmd::dlq(&fleet, tenant, order, limit, filter, json);
             }
             let Some(store) = store else {
                 return Err(failure::usage("give --store DIR or --fleet FLEET.toml"));
             };
             let b = backend::open(&store, admin.token, false)?;
             let page = b
-                .dlq(tenant.as_deref(), order, cursor.as_deref(), limit, None)
+                .dlq(tenant.as_deref(), order, cursor.as_deref(), limit, &filter)
                 .map_err(|e| failure::if_not_found(e, LIST_HINT))?;
             if json {
                 print_json(&page)?;
             } else {
                 let now = ankusa_store::system_now_ms();
+                // The type column only where types exist: a relay that does
+                // not route keeps the table it had.
+                let typed = filter.event_type.is_some()
+                    || page.entries.iter().any(|e| e.row.event_type.is_some());
                 let rows: Vec<Vec<String>> = page
                     .entries
                     .iter()
                     .map(|e| {
-                        vec![
+                        let mut r = vec![
                             e.row.hook_id.clone(),
                             e.tenant.clone(),
-                            e.row.sink.to_string(),
+                            dlq_sink(&e.sink_name, &e.row.source_id, e.row.sink),
                             format!("{} ago", output::age(now.saturating_sub(e.row.at))),
-                            e.row.source_id.clone(),
-                        ]
+                        ];
+                        if typed {
+                            r.push(e.row.event_type.clone().unwrap_or_else(|| "-".into()));
+                        }
+                        r
                     })
                     .collect();
-                print!(
-                    "{}",
-                    output::table(&["hook", "tenant", "sink", "dead", "source"], &rows)
-                );
+                let head: &[&str] = if typed {
+                    &["hook", "tenant", "sink", "dead", "type"]
+                } else {
+                    &["hook", "tenant", "sink", "dead"]
+                };
+                print!("{}", output::table(head, &rows));
                 if let Some(next) = &page.next {
                     eprintln!("more: --cursor {next}");
                 }
@@ -198,6 +226,9 @@ fn detail_text(d: &DlqDetail, now: u64) -> String {
     match &d.hook {
         Some(h) => {
             let _ = writeln!(o, "source       {}", h.source);
+            if let Some(t) = &h.event_type {
+                let _ = writeln!(o, "event type   {t}");
+            }
             if let Some(k) = &h.idempotency_key {
                 let _ = writeln!(o, "idempotency  {k}");
             }

@@ -79,10 +79,11 @@ pub fn dlq(
     tenant: Option<String>,
     order: DlqOrder,
     limit: usize,
+    filter: ankusa_ops::reads::DlqFilter,
     json: bool,
 ) -> Result<ExitCode> {
     let f = Fleet::load(path)?;
-    let m = fleet::dlq(&f, tenant, order, limit);
+    let m = fleet::dlq(&f, tenant, order, limit, filter);
     if json {
         print_json(&m)?;
     } else {
@@ -95,15 +96,19 @@ pub fn dlq(
                     e.node.clone(),
                     e.entry.row.hook_id.clone(),
                     e.entry.tenant.clone(),
-                    e.entry.row.sink.to_string(),
+                    super::dlq_cmd::dlq_sink(
+                        &e.entry.sink_name,
+                        &e.entry.row.source_id,
+                        e.entry.row.sink,
+                    ),
                     format!("{} ago", output::age(now.saturating_sub(e.entry.row.at))),
-                    e.entry.row.source_id.clone(),
+                    e.entry.row.event_type.clone().unwrap_or_else(|| "-".into()),
                 ]
             })
             .collect();
         print!(
             "{}",
-            output::table(&["node", "hook", "tenant", "sink", "dead", "source"], &rows)
+            output::table(&["node", "hook", "tenant", "sink", "dead", "type"], &rows)
         );
     }
     Ok(unreachable(&m.nodes))

@@ -669,6 +669,11 @@ pub enum DlqCommand {
         /// Oldest first (what has waited longest) instead of newest first.
         #[arg(long)]
         oldest: bool,
+        /// Only rows of hooks whose event type matches this pattern: a type
+        /// (`customer.created`) or a prefix and `*` (`invoice.*`). A bounded
+        /// walk of 2,000 rows a page: a short page prints `more: --cursor`.
+        #[arg(long, value_name = "PATTERN")]
+        event_type: Option<String>,
         /// Rows to show (1 to 1000).
         #[arg(long, default_value_t = 50)]
         limit: usize,

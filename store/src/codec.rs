@@ -96,6 +96,11 @@ impl<'a> Reader<'a> {
 
     /// Fails unless every byte was consumed: trailing garbage is corruption,
     /// not something to ignore.
+    /// Whether every byte was read (an optional trailing field is absent).
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
     pub fn finish(self) -> Result<(), DecodeError> {
         if self.pos == self.buf.len() {
             Ok(())

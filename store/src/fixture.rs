@@ -34,6 +34,11 @@ pub struct FixtureSpec {
     pub now: u64,
     /// Hooks per synced commit.
     pub batch_hooks: usize,
+    /// Whether `billing`'s hooks carry an event type (`invoice.paid`,
+    /// `invoice.void`, `customer.created`, by seq): a store of a source
+    /// that routes by type. Drawn from the seq, not the random stream, so
+    /// a typed fixture has the same rows as an untyped one.
+    pub typed: bool,
 }
 
 impl FixtureSpec {
@@ -44,6 +49,7 @@ impl FixtureSpec {
             seed,
             now,
             batch_hooks: 2000,
+            typed: false,
         }
     }
 }
@@ -224,16 +230,20 @@ pub fn write(
                 "x".repeat(size)
             )
             .into_bytes();
+            let shop = ti % 3 == 0;
+            const TYPES: [&str; 3] = ["invoice.paid", "invoice.void", "customer.created"];
+            let event_type = (spec.typed && !shop)
+                .then(|| TYPES[usize::try_from(seq % 3).unwrap_or(0)].to_owned());
             let env = Envelope {
                 received_at,
-                source_id: if ti % 3 == 0 {
+                source_id: if shop {
                     "shop".into()
                 } else {
                     "billing".into()
                 },
                 tenant: tenant_name(ti),
                 idempotency_key: (rng.below(10) == 0).then(|| format!("idem-{seq}")),
-                event_type: None,
+                event_type,
                 headers: vec![("content-type".into(), b"application/json".to_vec())],
                 body,
             };
@@ -299,7 +309,14 @@ pub fn write(
                             d.record(row.at + i * 1000, 500, "500 Internal Server Error");
                         }
                         let at = row.at + 3000;
-                        transitions::dead_letter(&mut b, &f, &d, at, &env.source_id);
+                        transitions::dead_letter(
+                            &mut b,
+                            &f,
+                            &d,
+                            at,
+                            &env.source_id,
+                            env.event_type.as_deref(),
+                        );
                         rep.dead += 1;
                     }
                 }

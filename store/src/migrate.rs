@@ -792,6 +792,7 @@ impl Migration<'_> {
                     sink: key.sink,
                     source_id,
                     hook_id,
+                    event_type: None,
                 };
                 transitions::migrate_dead(b, &dead, size);
             }

@@ -588,6 +588,7 @@ fn join_dead(store: &Store, keys: &[DeadByTenantKey]) -> Result<Vec<DeadRow>> {
                 source_id: String::new(),
                 hook_id: String::new(),
                 ord: k.ord,
+                event_type: None,
             },
         };
         out.push(DeadRow::from_parts(k, val, store.node()));
@@ -1002,7 +1003,7 @@ mod tests {
             {
                 let f = transitions::claim(&mut b, &r);
                 let d = crate::values::DeliveryRow::new(ord, f.size);
-                transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s");
+                transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s", None);
             }
         }
         store.commit(b, true).unwrap();
@@ -1039,7 +1040,7 @@ mod tests {
         for r in due_for_tenant(&store, 2, u64::MAX, 0, 10, u64::MAX, &mut Vec::new()).unwrap() {
             let f = transitions::claim(&mut b, &r);
             let d = crate::values::DeliveryRow::new(2, f.size);
-            transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s");
+            transitions::dead_letter(&mut b, &f, &d, 100 + r.at, "s", None);
         }
         store.commit(b, true).unwrap();
         let mut b = Batch::new();

@@ -67,6 +67,9 @@ pub struct DeadRow {
     pub sink: u16,
     pub source_id: String,
     pub hook_id: String,
+    /// The hook's event type, when its source routes by type.
+    #[serde(default)]
+    pub event_type: Option<String>,
 }
 
 impl DeadRow {
@@ -80,6 +83,7 @@ impl DeadRow {
             sink: key.sink,
             source_id: val.source_id,
             hook_id: HookId(key.seq).public(node),
+            event_type: val.event_type,
         })
     }
 
@@ -91,6 +95,7 @@ impl DeadRow {
             sink: key.sink,
             source_id: val.source_id,
             hook_id: HookId(key.seq).public(node),
+            event_type: val.event_type,
         }
     }
 

@@ -63,13 +63,18 @@ pub fn decode_size(b: &[u8]) -> Result<u32, DecodeError> {
     Ok(size)
 }
 
-/// `x` value in format 3: `source_id:str16 hook_id:str16 ord:u32`.
-/// Format 2 has the same layout without the trailing ordinal.
+/// `x` value in format 3: `source_id:str16 hook_id:str16 ord:u32
+/// [event_type:str16]`, the event type only for a typed hook (so an untyped
+/// store's values are what older binaries read). Format 2 has the same
+/// layout without the trailing ordinal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadValue {
     pub source_id: String,
     pub hook_id: String,
     pub ord: u32,
+    /// The hook's event type, kept here so a DLQ page filtered by type
+    /// reads no hook.
+    pub event_type: Option<String>,
 }
 
 impl DeadValue {
@@ -78,6 +83,9 @@ impl DeadValue {
         put_str16(&mut out, &self.source_id);
         put_str16(&mut out, &self.hook_id);
         out.extend_from_slice(&self.ord.to_be_bytes());
+        if let Some(t) = &self.event_type {
+            put_str16(&mut out, t);
+        }
         out
     }
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
@@ -85,11 +93,13 @@ impl DeadValue {
         let source_id = r.str16()?;
         let hook_id = r.str16()?;
         let ord = r.u32()?;
+        let event_type = if r.at_end() { None } else { Some(r.str16()?) };
         r.finish()?;
         Ok(Self {
             source_id,
             hook_id,
             ord,
+            event_type,
         })
     }
     pub fn encode_v2(source_id: &str, hook_id: &str) -> Vec<u8> {
@@ -600,7 +610,7 @@ mod tests {
             let d = DueValue { size, kind };
             prop_assert_eq!(DueValue::decode(&d.encode()).unwrap(), d);
             prop_assert_eq!(decode_size(&encode_size(size)).unwrap(), size);
-            let x = DeadValue { source_id: s.clone(), hook_id: h.clone(), ord };
+            let x = DeadValue { source_id: s.clone(), hook_id: h.clone(), ord, event_type: None };
             prop_assert_eq!(DeadValue::decode(&x.encode()).unwrap(), x);
             prop_assert_eq!(DeadValue::decode_v2(&DeadValue::encode_v2(&s, &h)).unwrap(), (s, h));
             let a = ArchiveValue { size, ord };

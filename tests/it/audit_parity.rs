@@ -55,6 +55,7 @@ fn console_dry_runs(store: &Path) -> ConsoleDryRuns {
         cursor: None,
         limit: 1,
         order: DlqOrder::NewestFirst,
+        event_type: None,
     }) {
         Reply::Dlq(d) => d.page.entries.into_iter().next().expect("a dead row"),
         other => panic!("not a DLQ page: {other:?}"),

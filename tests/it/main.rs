@@ -34,5 +34,6 @@ mod hostile;
 mod layers;
 mod pause;
 mod reload;
+mod routing;
 mod store_damage;
 mod store_faults;

@@ -1086,6 +1086,7 @@ impl App {
                 name: arg.to_owned(),
                 dlq: true,
             }]),
+            What::DlqType => self.dlq_type(arg),
             What::Tenants | What::Tenant => self.fetch(vec![Request::TenantByName {
                 name: arg.to_owned(),
                 dlq: false,
@@ -1100,6 +1101,29 @@ impl App {
             What::ResumeFor => self.pause_sink_for(arg, true),
             What::Sort => self.sort_by(arg),
         }
+    }
+
+    /// `:dlq-type PATTERN`: the DLQ shown (the node's, unless a tenant's
+    /// is on screen) narrowed to an event type pattern; alone, every row.
+    fn dlq_type(&mut self, arg: &str) -> Vec<Effect> {
+        let pattern = if arg.is_empty() {
+            None
+        } else {
+            match ankusa_ops::event_type::Pattern::parse(arg) {
+                Ok(_) => Some(arg.to_owned()),
+                Err(m) => {
+                    self.status = format!("dlq-type: {m}");
+                    return Vec::new();
+                }
+            }
+        };
+        if !matches!(self.screen(), Screen::Dlq { .. }) {
+            let s = Screen::of_tab(Tab::Dlq);
+            self.enter(&s);
+            self.stack = vec![s];
+        }
+        self.dlq.set_event_type(pattern);
+        self.reload()
     }
 
     /// `:sort FIELD`: a counter, `archive`, a rate (`delivered/s`), or the

@@ -39,6 +39,8 @@ pub enum What {
     Tenant,
     /// `:dlq` alone is the node's DLQ; with a name, that tenant's.
     Dlq,
+    /// `:dlq-type PATTERN` narrows the DLQ to an event type; alone, clears.
+    DlqType,
     Sort,
     ReplaySince,
     Repair,
@@ -77,6 +79,14 @@ pub const COMMANDS: &[Spec] = &[
         arg_label: "[NAME]",
         help: "the DLQ of every tenant, or of NAME",
         what: What::Dlq,
+    },
+    Spec {
+        name: "dlq-type",
+        aliases: &[],
+        arg: Optional,
+        arg_label: "[invoice.*]",
+        help: "the DLQ's rows of hooks of that event type (a type, or a prefix and *); alone, every row",
+        what: What::DlqType,
     },
     Spec {
         name: "overview",

@@ -315,6 +315,7 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
                 cursor: None,
                 limit: 18,
                 order: Default::default(),
+                event_type: None,
             }],
         ),
         (
@@ -324,6 +325,7 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
                 cursor: None,
                 limit: 18,
                 order: Default::default(),
+                event_type: None,
             }],
         ),
     ];

@@ -1183,7 +1183,8 @@ impl Rig {
                         .unwrap()
                         .unwrap();
                     let mut b = Batch::new();
-                    let dead = transitions::dead_letter(&mut b, &row, &delivery, self.now(), "s");
+                    let dead =
+                        transitions::dead_letter(&mut b, &row, &delivery, self.now(), "s", None);
                     self.store.commit(b, false).unwrap();
                     self.d.inflight.done(&row);
                     self.dead.push((dead, row.size));

@@ -332,6 +332,7 @@ pub fn dead_letter(
     delivery: &DeliveryRow,
     at: u64,
     source_id: &str,
+    event_type: Option<&str>,
 ) -> DeadRow {
     delete_inflight(b, row);
     b.tally(row.ord, Total::DeadLettered, 1);
@@ -349,6 +350,7 @@ pub fn dead_letter(
         // The node-local form: the stored string is never shown (readers
         // derive the public id from the seq), and this one needs no node.
         hook_id: crate::values::HookId(row.seq).public(None),
+        event_type: event_type.map(str::to_owned),
     };
     put_dead(b, &dead);
     dead
@@ -366,6 +368,7 @@ fn put_dead(b: &mut Batch, dead: &DeadRow) {
             source_id: dead.source_id.clone(),
             hook_id: dead.hook_id.clone(),
             ord: dead.ord,
+            event_type: dead.event_type.clone(),
         }
         .encode(),
     );
@@ -922,6 +925,7 @@ pub fn purge_tenant_chunk(
                         source_id,
                         hook_id,
                         ord,
+                        event_type: None,
                     },
                     store.node(),
                 );

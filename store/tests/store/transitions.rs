@@ -142,7 +142,7 @@ fn apply(store: &Store, alloc: &mut TenantAllocator, m: &mut Model, now: &mut u6
             if let Some(r) = pick(&mut m.inflight, i) {
                 let row = DeliveryRow::new(r.ord, r.size);
                 let mut b = Batch::new();
-                let d = transitions::dead_letter(&mut b, &r, &row, *now, "src");
+                let d = transitions::dead_letter(&mut b, &r, &row, *now, "src", None);
                 store.commit(b, false).unwrap();
                 m.count(r.ord, Total::DeadLettered, 1);
                 m.dead.push((d, r.size));
@@ -341,7 +341,7 @@ fn totals_move_in_the_batch_of_their_transition() {
     let retried = transitions::retry(&mut b, &inflight[1], &row, 5000);
     step(b, Total::Retried);
     let mut b = Batch::new();
-    let dead = transitions::dead_letter(&mut b, &inflight[2], &row, 2000, "src");
+    let dead = transitions::dead_letter(&mut b, &inflight[2], &row, 2000, "src", None);
     step(b, Total::DeadLettered);
 
     // A replay (revive), a boot recovery and a purge move no total.
@@ -395,6 +395,7 @@ fn concurrent_writers_do_not_lose_counts() {
                                 &DeliveryRow::new(f.ord, f.size),
                                 9000,
                                 "src",
+                                None,
                             );
                         }
                         _ => {
@@ -616,6 +617,7 @@ fn per_tenant_reads_and_purge_touch_one_tenant() {
             &DeliveryRow::new(f.ord, f.size),
             5000 + r.seq,
             "src",
+            None,
         );
     }
     store.commit(b, false).unwrap();
@@ -719,7 +721,14 @@ fn a_bounded_purge_keeps_newer_hooks_and_commits_its_extra_ops() {
     // One of the old rows is dead.
     let mut b = Batch::new();
     let f = transitions::claim(&mut b, &old[2]);
-    transitions::dead_letter(&mut b, &f, &DeliveryRow::new(f.ord, f.size), 10, "src");
+    transitions::dead_letter(
+        &mut b,
+        &f,
+        &DeliveryRow::new(f.ord, f.size),
+        10,
+        "src",
+        None,
+    );
     store.commit(b, false).unwrap();
     let bound = old.iter().map(|r| r.seq).max().unwrap();
     // Hooks arriving after the purge started (larger seqs), one due early.
@@ -777,6 +786,7 @@ fn a_purge_continues_from_its_cursor_and_ends_exactly_at_the_end() {
             &DeliveryRow::new(f.ord, f.size),
             9000 + r.seq,
             "s",
+            None,
         );
     }
     store.commit(b, false).unwrap();
@@ -894,6 +904,7 @@ fn dlq_pages_newest_first_with_cursors() {
             &DeliveryRow::new(f.ord, f.size),
             1000 + r.at,
             "src",
+            None,
         );
     }
     store.commit(b, false).unwrap();

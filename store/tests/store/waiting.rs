@@ -94,6 +94,7 @@ fn every_transition_moves_the_count_of_its_own_sink() {
             &row,
             5_000,
             "shop",
+            None,
         ));
         transitions::recover_inflight(b, &inflight[3], 6_000);
     });

@@ -207,7 +207,10 @@ impl Feed {
                 queries::DlqOrder::NewestFirst,
                 None,
                 dlq_limit.clamp(1, ankusa_ops::reads::MAX_PAGE),
-                Some(&key.path()),
+                &ankusa_ops::reads::DlqFilter {
+                    sink: Some(key.path()),
+                    event_type: None,
+                },
             )?,
             None => ankusa_ops::model::DlqPage {
                 entries: Vec::new(),
@@ -267,9 +270,23 @@ impl Feed {
         cursor: Option<DlqCursor>,
         limit: usize,
         order: queries::DlqOrder,
+        event_type: Option<&str>,
     ) -> Result<DlqData, StoreError> {
         let s = self.need()?;
-        let page = queries::dlq_page_ordered(s, ord, order, cursor, limit)?;
+        // The command checked the pattern; one that does not parse here
+        // matches nothing rather than everything.
+        let page = match event_type {
+            None => queries::dlq_page_ordered(s, ord, order, cursor, limit)?,
+            Some(p) => {
+                let p = ankusa_ops::event_type::Pattern::parse(p).ok();
+                ankusa_ops::reads::filtered_page(s, ord, order, cursor, limit, |row| {
+                    match (&p, row.event_type.as_deref()) {
+                        (Some(p), Some(t)) => p.matches(t),
+                        _ => false,
+                    }
+                })?
+            }
+        };
         let mut names: Vec<(u32, String)> = Vec::new();
         for e in &page.entries {
             if !names.iter().any(|(o, _)| *o == e.ord) {
@@ -283,6 +300,7 @@ impl Feed {
         Ok(DlqData {
             ord,
             order,
+            event_type: event_type.map(str::to_owned),
             cursor,
             page,
             names,

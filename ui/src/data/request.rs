@@ -58,6 +58,9 @@ pub enum Request {
         cursor: Option<DlqCursor>,
         limit: usize,
         order: queries::DlqOrder,
+        /// `:dlq-type`: only rows of hooks whose type matches (a pattern
+        /// the command checked; a bounded walk).
+        event_type: Option<String>,
     },
     DeadDetail(DeadRow),
     /// The node's sinks, with their health when a daemon answers: one
@@ -230,6 +233,8 @@ pub struct HeatmapData {
 pub struct DlqData {
     pub ord: Option<u32>,
     pub order: queries::DlqOrder,
+    /// The event type pattern the page is narrowed to.
+    pub event_type: Option<String>,
     pub cursor: Option<DlqCursor>,
     pub page: DlqPage,
     pub names: Vec<(u32, String)>,

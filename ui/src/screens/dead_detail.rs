@@ -69,8 +69,11 @@ pub fn draw(f: &mut Frame, detail: Option<&DeadDetail>, now: u64, theme: &Theme,
         Some(p) => {
             lines.push(Line::from(Span::styled(
                 format!(
-                    " Hook (source {}{})",
+                    " Hook (source {}{}{})",
                     p.source,
+                    p.event_type
+                        .as_ref()
+                        .map_or(String::new(), |t| format!(", type {t}")),
                     p.idempotency_key
                         .as_ref()
                         .map_or(String::new(), |k| format!(", idempotency key {k}"))

@@ -27,6 +27,8 @@ pub struct DlqState {
     pub sel: usize,
     pub marked: BTreeSet<(u64, u64, u16)>,
     pub marked_rows: Vec<DeadRow>,
+    /// `:dlq-type PATTERN`: only rows of hooks whose event type matches.
+    pub event_type: Option<String>,
 }
 
 impl DlqState {
@@ -36,13 +38,18 @@ impl DlqState {
             cursor: self.pages.at,
             limit: list_rows,
             order: self.order,
+            event_type: self.event_type.clone(),
         }]
     }
 
     /// A page arrived for the DLQ of `shown` (the screen's tenant); taken
     /// only if it answers the page shown now.
     pub fn on_page(&mut self, shown: Option<u32>, d: DlqData) -> bool {
-        if shown == d.ord && d.cursor == self.pages.at && d.order == self.order {
+        if shown == d.ord
+            && d.cursor == self.pages.at
+            && d.order == self.order
+            && d.event_type == self.event_type
+        {
             self.data = Some(d);
             return true;
         }
@@ -65,6 +72,15 @@ impl DlqState {
             DlqOrder::NewestFirst => DlqOrder::OldestFirst,
             DlqOrder::OldestFirst => DlqOrder::NewestFirst,
         };
+        self.pages.reset();
+        self.sel = 0;
+        self.data = None;
+    }
+
+    /// `:dlq-type`: narrow to a type pattern (or, `None`, every row). Its
+    /// pages start over; marks stay.
+    pub fn set_event_type(&mut self, pattern: Option<String>) {
+        self.event_type = pattern;
         self.pages.reset();
         self.sel = 0;
         self.data = None;
@@ -161,7 +177,10 @@ pub fn draw(
         return loading(f, format!(" DLQ: {who} "), theme, area);
     };
     let title = format!(
-        " DLQ: {who}, {}, page {}, {} dead{}{} ",
+        " DLQ: {who}{}, {}, page {}, {} dead{}{} ",
+        d.event_type
+            .as_ref()
+            .map_or(String::new(), |p| format!(", type {p}")),
         match dlq.order {
             DlqOrder::NewestFirst => "newest first",
             DlqOrder::OldestFirst => "oldest first",
@@ -197,17 +216,38 @@ pub fn draw(
         "hook",
     );
     let sink_w = longest(&mut names.iter().map(|n| n.chars().count()), "sink");
-    let inner = usize::from(area.width).saturating_sub(2);
-    // With the time: five columns, four gaps; without it, four and three.
-    // The time stays while the tenant and the hook fit whole beside it and
-    // the sink keeps 16 characters.
-    let with_time = inner >= 20 + 7 + 4 + tenant_w + hook_w + sink_w.min(16);
-    let room = if with_time {
-        inner - (20 + 7 + 4)
+    // The event type column only where types exist (a relay that does not
+    // route keeps the screen it had), or the page is narrowed to one.
+    let typed = d.event_type.is_some() || d.page.entries.iter().any(|e| e.event_type.is_some());
+    let type_w = if typed {
+        longest(
+            &mut d
+                .page
+                .entries
+                .iter()
+                .map(|e| e.event_type.as_deref().unwrap_or("-").chars().count()),
+            "type",
+        )
     } else {
-        inner.saturating_sub(7 + 3)
+        0
     };
-    let w = fit(&[(tenant_w, 6), (hook_w, 14), (sink_w, 8)], room);
+    let extra = if typed { type_w.min(12) + 1 } else { 0 };
+    let inner = usize::from(area.width).saturating_sub(2);
+    // With the time: five columns, four gaps; without it, four and three
+    // (and the type's, when shown). The time stays while the tenant and
+    // the hook fit whole beside it and the sink keeps 16 characters.
+    let with_time = inner >= 20 + 7 + 4 + tenant_w + hook_w + sink_w.min(16) + extra;
+    let gaps = usize::from(typed);
+    let room = if with_time {
+        inner.saturating_sub(20 + 7 + 4 + gaps)
+    } else {
+        inner.saturating_sub(7 + 3 + gaps)
+    };
+    let mut want = vec![(tenant_w, 6), (hook_w, 14), (sink_w, 8)];
+    if typed {
+        want.push((type_w, 6));
+    }
+    let w = fit(&want, room);
     let rows: Vec<Row> = d
         .page
         .entries
@@ -231,6 +271,9 @@ pub fn draw(
                 cut_left(&e.hook_id, w[1]),
                 cut_mid(sink, w[2]),
             ]);
+            if typed {
+                cells.push(cut_mid(e.event_type.as_deref().unwrap_or("-"), w[3]));
+            }
             let r = Row::new(cells);
             if i == dlq.sel {
                 r.style(theme.selected())
@@ -246,17 +289,22 @@ pub fn draw(
     } else {
         vec![Constraint::Length(7)]
     };
-    widths.extend([
-        width(w[0]),
-        width(w[1]),
-        Constraint::Min(u16::try_from(w[2]).unwrap_or(u16::MAX)),
-    ]);
+    widths.extend([width(w[0]), width(w[1])]);
+    let last = |x: usize| Constraint::Min(u16::try_from(x).unwrap_or(u16::MAX));
+    if typed {
+        widths.extend([width(w[2]), last(w[3])]);
+    } else {
+        widths.push(last(w[2]));
+    }
     let mut head = if with_time {
         vec![" dead at (UTC)", "age"]
     } else {
         vec![" age"]
     };
     head.extend(["tenant", "hook", "sink"]);
+    if typed {
+        head.push("type");
+    }
     let table = Table::new(rows, widths)
         .header(Row::new(head).style(theme.title()))
         .block(block(title, theme));

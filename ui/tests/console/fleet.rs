@@ -443,6 +443,7 @@ fn a_tenant_shows_every_node_holding_it_and_an_unreachable_one_says_so() {
             sink: 0,
             source_id: "hooks".into(),
             hook_id: format!("hk_eu-1_{seq:016x}"),
+            event_type: None,
         },
     };
     let endpoint = |n: &str| {

@@ -208,6 +208,31 @@ fn dlq_of_a_fleet_node_with_named_sinks() {
     }
 }
 
+/// Issue 32: the DLQ of a store whose `billing` source routes by event
+/// type gets a type column (the untyped `shop` rows show `-`), and
+/// `:dlq-type invoice.*` narrows it, the title saying so.
+#[test]
+fn dlq_with_event_types_and_a_type_filter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = Store::create_or_open(dir.path()).expect("create store");
+        let spec = ankusa_store::fixture::FixtureSpec {
+            typed: true,
+            ..ankusa_store::fixture::FixtureSpec::new(40, 2000, 7, NOW)
+        };
+        ankusa_store::fixture::write(&s, &spec, |_, _| {}).expect("fixture");
+    }
+    let mut src = open(dir.path(), false);
+    for (w, h) in [(80, 24), (160, 48)] {
+        let mut app = app_for(&src, w, h);
+        start(&mut app, &mut src);
+        type_keys(&mut app, &mut src, "4");
+        snap!(format!("dlq_typed_{w}x{h}"), render(&app));
+        type_keys(&mut app, &mut src, ":dlq-type invoice.*\n");
+        snap!(format!("dlq_type_filter_{w}x{h}"), render(&app));
+    }
+}
+
 #[test]
 fn dlq_of_one_tenant() {
     each_size("dlq_tenant", false, |a, s| {

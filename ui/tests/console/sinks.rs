@@ -704,7 +704,10 @@ fn a_sinks_dlq_pages_by_cursor_to_exactly_its_rows() {
                     queries::DlqOrder::NewestFirst,
                     cursor.as_deref(),
                     3,
-                    Some(by),
+                    &ankusa_ops::reads::DlqFilter {
+                        sink: Some(by.to_string()),
+                        event_type: None,
+                    },
                 )
                 .expect("page");
                 assert!(p.entries.len() <= 3);
@@ -724,7 +727,10 @@ fn a_sinks_dlq_pages_by_cursor_to_exactly_its_rows() {
         queries::DlqOrder::NewestFirst,
         None,
         3,
-        Some("shop/nosuch"),
+        &ankusa_ops::reads::DlqFilter {
+            sink: Some("shop/nosuch".into()),
+            event_type: None,
+        },
     );
     assert!(matches!(unknown, Err(ankusa_ops::OpsError::NotFound(_))));
 }

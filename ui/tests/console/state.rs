@@ -82,6 +82,7 @@ fn dead(ord: u32, at: u64, seq: u64) -> DeadRow {
         sink: 0,
         source_id: "s".into(),
         hook_id: format!("hk_{seq:016x}"),
+        event_type: None,
     }
 }
 
@@ -164,6 +165,7 @@ fn paging_the_dlq_follows_cursors_forward_and_back() {
     let e = keys(&mut a, "4");
     let page = |cursor: Option<DlqCursor>| DlqData {
         ord: None,
+        event_type: None,
         order: Default::default(),
         cursor,
         page: DlqPage {
@@ -473,12 +475,14 @@ fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
             cursor: None,
             limit: a.list_rows(),
             order: ankusa_store::queries::DlqOrder::OldestFirst,
+            event_type: None,
         }]
     );
     assert!(a.dlq.pages.back.is_empty());
     // A page of the other order arriving late is not shown.
     let stale = DlqData {
         ord: None,
+        event_type: None,
         order: ankusa_store::queries::DlqOrder::NewestFirst,
         cursor: None,
         page: DlqPage {
@@ -495,6 +499,7 @@ fn o_turns_the_dlq_to_oldest_first_from_its_first_page() {
             cursor: None,
             limit: 20,
             order: ankusa_store::queries::DlqOrder::NewestFirst,
+            event_type: None,
         },
         Ok(Reply::Dlq(stale)),
     ));
@@ -516,6 +521,7 @@ fn marked_dlq_rows_are_the_replay_scope() {
     answer(&mut a, e, |r| match r {
         Request::Dlq { cursor, order, .. } => Some(Reply::Dlq(DlqData {
             ord: None,
+            event_type: None,
             order: *order,
             cursor: *cursor,
             page: DlqPage {
@@ -864,4 +870,59 @@ fn a_failed_step_is_reported_and_read_only_offers_nothing() {
     let e = keys(&mut o, "M");
     assert!(fetches(&e).is_empty());
     assert!(o.status.contains("migration screen"));
+}
+
+/// Issue 32: `:dlq-type invoice.*` opens the DLQ narrowed to a type
+/// pattern (the request carries it, the title says it), a pattern that is
+/// not one is refused before any fetch, a page for another filter is not
+/// shown, and `:dlq-type` alone shows every row again.
+#[test]
+fn dlq_type_narrows_the_dlq_to_an_event_type() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = keys(&mut a, ":dlq-type invoice.*\n");
+    assert_eq!(
+        *a.screen(),
+        Screen::Dlq {
+            ord: None,
+            name: None
+        }
+    );
+    assert!(
+        matches!(
+            fetches(&e)[..],
+            [Request::Dlq { event_type: Some(p), .. }] if p == "invoice.*"
+        ),
+        "{e:?}"
+    );
+    // A page answering the unfiltered DLQ is stale for this screen.
+    let unfiltered = DlqData {
+        ord: None,
+        event_type: None,
+        order: Default::default(),
+        cursor: None,
+        page: DlqPage {
+            entries: vec![dead(1, NOW - 10, 9)],
+            next: None,
+        },
+        names: vec![(1, "acme".into())],
+        total: 1,
+        sinks: vec![],
+    };
+    assert!(!a.dlq.on_page(None, unfiltered.clone()));
+    let mut typed = unfiltered;
+    typed.event_type = Some("invoice.*".into());
+    typed.page.entries[0].event_type = Some("invoice.paid".into());
+    assert!(a.dlq.on_page(None, typed));
+    let e = keys(&mut a, ":dlq-type in*voice\n");
+    assert!(fetches(&e).is_empty(), "{e:?}");
+    assert!(a.status.contains("may only end a pattern"), "{}", a.status);
+    assert_eq!(a.dlq.event_type.as_deref(), Some("invoice.*"), "kept");
+    let e = keys(&mut a, ":dlq-type\n");
+    assert!(matches!(
+        fetches(&e)[..],
+        [Request::Dlq {
+            event_type: None,
+            ..
+        }]
+    ));
 }

@@ -1,0 +1,277 @@
+//! Routing by event type, end to end (issue 32, item 4): a source that
+//! reads the type from the JSON body, sinks that subscribe to patterns, a
+//! sink without `events`, a sink that refuses what it gets (so its rows
+//! die and the DLQ has typed rows to filter), hooks that match no sink
+//! (accepted and counted as unrouted), types refused as unreadable, a
+//! batch routed entry by entry, and a reload that changes a subscription
+//! live, with its diff audited.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+
+use crate::common::{self, ankusa, ankusa_json, write_config, Daemon};
+
+/// The `type` of each body each sink path received.
+#[derive(Clone, Default)]
+struct Sinks(Arc<Mutex<HashMap<String, Vec<String>>>>);
+
+impl Sinks {
+    fn got(&self, path: &str) -> Vec<String> {
+        let mut v = self
+            .0
+            .lock()
+            .unwrap()
+            .get(path)
+            .cloned()
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+async fn take(
+    State(s): State<Sinks>,
+    UrlPath(path): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    let t = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| "(untyped)".into());
+    s.0.lock().unwrap().entry(path.clone()).or_default().push(t);
+    if path == "reject" {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    }
+}
+
+fn config(sink: &str, crm_events: &str) -> String {
+    format!(
+        "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\ntick = \"10ms\"\n\n\
+         [[sources]]\nid = \"billing\"\ntenant = \"acme\"\nevent_type = {{ json = \"/type\" }}\n\n\
+         [[sources.sinks]]\nname = \"ledger\"\nurl = \"{sink}/ledger\"\nevents = [\"invoice.*\"]\n\n\
+         [[sources.sinks]]\nname = \"crm\"\nurl = \"{sink}/crm\"\nevents = {crm_events}\n\n\
+         [[sources.sinks]]\nname = \"audit\"\nurl = \"{sink}/audit\"\n\n\
+         [[sources.sinks]]\nname = \"strict\"\nurl = \"{sink}/reject\"\nevents = [\"invoice.paid\"]\n\n\
+         [[sources]]\nid = \"shop\"\ntenant = \"acme\"\nevent_type = {{ header = \"x-event\" }}\n\n\
+         [[sources.sinks]]\nname = \"orders\"\nurl = \"{sink}/orders\"\nevents = [\"order.*\"]\n"
+    )
+}
+
+async fn wait_for(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn run(args: Vec<String>) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ankusa(&a);
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hooks_go_only_to_the_sinks_that_subscribe_to_their_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks = Sinks::default();
+    let app = axum::Router::new()
+        .route("/{path}", axum::routing::post(take))
+        .with_state(sinks.clone());
+    let sink = common::serve_loopback(app).await;
+    write_config(dir.path(), &config(&sink, "[\"customer.created\"]"));
+    let d = Daemon::start(dir.path());
+    let c = common::client();
+    let post = |body: &'static str| {
+        let c = c.clone();
+        let url = d.url("billing");
+        async move {
+            let r = c.post(url).body(body).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap())
+        }
+    };
+    for body in [
+        r#"{"type":"invoice.paid"}"#,
+        r#"{"type":"invoice.void"}"#,
+        r#"{"type":"customer.created"}"#,
+        r#"{"type":"order.shipped"}"#,
+        r#"{"other":1}"#,
+    ] {
+        let (status, text) = post(body).await;
+        assert_eq!(status, 202, "{body}: {text}");
+    }
+    for body in [r#"{"type":5}"#, "not json", r#"{"type":"two words"}"#] {
+        let (status, text) = post(body).await;
+        assert_eq!(status, 400, "{body}: {text}");
+        assert!(text.contains("event_type_invalid"), "{text}");
+    }
+    // A batch: each entry routed on its own.
+    let batch = concat!(
+        r#"{"body":"{\"type\":\"customer.created\",\"n\":2}"}"#,
+        "\n",
+        r#"{"body":"{\"type\":\"nobody.wants\"}"}"#,
+        "\n",
+        r#"{"body":"{\"type\":7}"}"#,
+        "\n"
+    );
+    let r = c
+        .post(format!("{}:batch", d.url("billing")))
+        .body(batch)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["accepted"].as_u64(), v["refused"].as_u64()),
+        (Some(2), Some(1)),
+        "{v}"
+    );
+    assert_eq!(v["results"][2]["error"], "event_type_invalid", "{v}");
+    // A header type, on the other source.
+    for (t, want) in [("order.paid", 202), ("invoice.paid", 202)] {
+        let r = c
+            .post(d.url("shop"))
+            .header("x-event", t)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want);
+    }
+    let r = c
+        .post(d.url("shop"))
+        .header("x-event", "a")
+        .header("x-event", "b")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "a type header given twice is ambiguous");
+
+    wait_for("the routed deliveries", || {
+        sinks.got("audit").len() == 7 && sinks.got("reject").len() == 1
+    })
+    .await;
+    assert_eq!(sinks.got("ledger"), ["invoice.paid", "invoice.void"]);
+    assert_eq!(sinks.got("crm"), ["customer.created", "customer.created"]);
+    assert_eq!(sinks.got("reject"), ["invoice.paid"]);
+    assert_eq!(
+        sinks.got("audit"),
+        [
+            "(untyped)",
+            "customer.created",
+            "customer.created",
+            "invoice.paid",
+            "invoice.void",
+            "nobody.wants",
+            "order.shipped"
+        ]
+    );
+    // shop: order.paid reached orders; invoice.paid (no subscriber) did not.
+    wait_for("the header-typed delivery", || {
+        sinks.got("orders").len() == 1
+    })
+    .await;
+    let unrouted = common::metric(&c, &d, "ankusa_store_rows_total{transition=\"unrouted\"}").await;
+    assert_eq!(unrouted, 1, "only shop's invoice.paid went nowhere");
+
+    // The DLQ holds the strict sink's row, typed, and filters on it.
+    let store = dir.path().join("store");
+    let store_s = store.to_str().unwrap().to_owned();
+    let list = |pattern: &str| {
+        ankusa_json(&[
+            "dlq",
+            "list",
+            "--store",
+            &store_s,
+            "--event-type",
+            pattern,
+            "--json",
+        ])
+    };
+    let typed = list("invoice.*");
+    let entries = typed["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{typed}");
+    assert_eq!(entries[0]["event_type"], "invoice.paid");
+    assert_eq!(entries[0]["sink_name"], "billing/strict");
+    assert!(list("customer.*")["entries"].as_array().unwrap().is_empty());
+    let id = entries[0]["hook_id"].as_str().unwrap().to_owned();
+    let (code, out, err) = run(vec![
+        "dlq".into(),
+        "show".into(),
+        id,
+        "--store".into(),
+        store_s.clone(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("event type   invoice.paid"), "{out}");
+    let (code, _, err) = run(vec![
+        "dlq".into(),
+        "list".into(),
+        "--store".into(),
+        store_s.clone(),
+        "--event-type".into(),
+        "in*voice".into(),
+    ])
+    .await;
+    assert_eq!(code, 2, "a bad pattern is a usage error: {err}");
+    assert!(err.contains("may only end a pattern"), "{err}");
+
+    // A reload widens crm's subscription: a new order type reaches it, the
+    // diff names the change, and the audit record holds it.
+    write_config(
+        dir.path(),
+        &config(&sink, "[\"customer.created\", \"order.*\"]"),
+    );
+    let cfg = dir.path().join("ankusa.toml").to_str().unwrap().to_owned();
+    let (code, out, err) = run(vec![
+        "config".into(),
+        "reload".into(),
+        "--config".into(),
+        cfg,
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("events [customer.created] -> [customer.created, order.*]"),
+        "{out}"
+    );
+    let (status, _) = post(r#"{"type":"order.refunded"}"#).await;
+    assert_eq!(status, 202);
+    wait_for("the newly subscribed type", || {
+        sinks.got("crm").contains(&"order.refunded".to_owned())
+    })
+    .await;
+    d.stop_clean();
+    let s = ankusa_store::Store::open_read_only(&store).unwrap();
+    let who = ankusa_ops::access::Principal::local(&ankusa_ops::access::Peer::me());
+    let audit = ankusa_ops::jobs::audit_page(&s, &who, None, 100)
+        .unwrap()
+        .records;
+    assert!(
+        audit.iter().any(|r| r.action == "config_reload"
+            && r.outcome == "done"
+            && r.scope.contains("order.*")
+            || r.action == "config_reload" && format!("{r:?}").contains("order.*")),
+        "{audit:#?}"
+    );
+    drop(s);
+    common::store_check(&store);
+}
