@@ -8,6 +8,7 @@ pub mod gauges;
 pub mod ingest;
 mod lone_drain;
 pub mod migrate;
+pub mod routing;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
