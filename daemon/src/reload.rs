@@ -275,13 +275,7 @@ fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
     if a.patterns != b.patterns {
         let e = |v: &Option<Vec<crate::routing::Pattern>>| match v {
             None => "every type".to_owned(),
-            Some(ps) => format!(
-                "[{}]",
-                ps.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some(ps) => patterns(ps),
         };
         d.push(format!("events {} -> {}", e(&a.patterns), e(&b.patterns)));
     }
@@ -293,6 +287,17 @@ fn sink_details(a: &SinkConfig, b: &SinkConfig) -> Vec<String> {
         });
     }
     d
+}
+
+/// A sink's `events` as the diff shows them: `[invoice.*, customer.created]`.
+fn patterns(ps: &[crate::routing::Pattern]) -> String {
+    format!(
+        "[{}]",
+        ps.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// How a key's secrets changed, naming none of them: one secret for
@@ -525,12 +530,11 @@ fn plan_sinks(
         }
     }
     for (i, new) in b.sinks.iter().enumerate().skip(a.sinks.len()) {
-        changes.push(change(
-            "added",
-            "sink",
-            sink_label(&b.id, i, new),
-            vec![endpoint(&new.url)],
-        ));
+        let mut d = vec![endpoint(&new.url)];
+        if let Some(ps) = &new.patterns {
+            d.push(format!("events {}", patterns(ps)));
+        }
+        changes.push(change("added", "sink", sink_label(&b.id, i, new), d));
     }
     Ok(())
 }

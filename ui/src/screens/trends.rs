@@ -286,3 +286,26 @@ pub fn block_lines(
         Line::from(trends),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The unrouted total shows once a store has one, and only then: a
+    /// relay that does not route keeps the overview it had.
+    #[test]
+    fn unrouted_shows_only_on_a_store_that_has_one() {
+        let mut t = Totals::default();
+        assert!(!shown(&t).any(|x| x == Total::Unrouted));
+        assert_eq!(shown(&t).count(), Total::ALL.len() - 1);
+        t.unrouted = 1;
+        assert!(shown(&t).any(|x| x == Total::Unrouted));
+        let lines = no_daemon_lines(&t, &Theme { color: false });
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.spans.iter().any(|s| s.content.contains("unrouted"))),
+            "{lines:?}"
+        );
+    }
+}
