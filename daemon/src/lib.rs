@@ -81,6 +81,7 @@ mod routing;
 pub mod signature;
 mod sink_health;
 mod sink_room;
+mod slots;
 mod writer;
 
 use std::future::Future;
@@ -223,8 +224,18 @@ pub struct Daemon {
 
 impl Daemon {
     /// Opens the store, recovers inflight rows and readies the writer.
-    pub fn boot(settings: Settings, clock: SharedClock) -> Result<Daemon> {
+    pub fn boot(mut settings: Settings, clock: SharedClock) -> Result<Daemon> {
         let store = Arc::new(open_store(&settings.store_path, settings.store_cache)?);
+        // Sinks at the positions the last run's rows name, whatever their
+        // order in the file now (`slots`), before anything reads them.
+        let known = ankusa_store::sinks::catalog(&store)
+            .map_err(DaemonError::store("cannot read the sink catalog at boot"))?;
+        for id in slots::align_all(&mut settings, |id| slots::of_catalog(&known, id)) {
+            tracing::info!(
+                source = %id,
+                "the file lists this source's sinks in another order: each keeps the position its rows name"
+            );
+        }
         let node = claim_node(&store, &settings)?;
         tracing::info!(node = %node.id, since_seq = node.since_seq, "node identity");
         let now = clock.now_ms();

@@ -391,6 +391,27 @@ fn change(kind: &str, what: &str, name: String, details: Vec<String>) -> ConfigC
     }
 }
 
+/// [`plan`] after putting `new`'s sinks at the positions `old` gives them
+/// (`crate::slots`): a file that lists a source's sinks in another order
+/// changes nothing but says so.
+pub fn aligned_plan(
+    old: &Settings,
+    new: &mut Settings,
+    waiting: &mut Waiting<'_>,
+) -> Result<Vec<ConfigChange>, ReloadError> {
+    let moved = crate::slots::align_all(new, |id| crate::slots::of_settings(old, id));
+    let mut changes = plan(old, new, waiting)?;
+    for id in moved {
+        changes.push(change(
+            "changed",
+            "source",
+            id,
+            vec!["sinks listed in another order: each keeps its position".into()],
+        ));
+    }
+    Ok(changes)
+}
+
 /// Rows waiting (due or in flight) for a sink, by source id and position.
 pub type Waiting<'a> = dyn FnMut(&str, u16) -> Result<i64, ankusa_store::StoreError> + 'a;
 
@@ -608,8 +629,10 @@ impl Reloader {
     /// changing anything.
     pub fn check(&self, text: &str) -> Result<ReloadReport, ReloadError> {
         let applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
-        let new = parse_like(&applied, text)?;
-        let changes = plan(&applied, &new, &mut |s: &str, i: u16| self.waiting(s, i))?;
+        let mut new = parse_like(&applied, text)?;
+        let changes = aligned_plan(&applied, &mut new, &mut |s: &str, i: u16| {
+            self.waiting(s, i)
+        })?;
         Ok(ReloadReport {
             applied: false,
             file: applied.config_path.display().to_string(),
@@ -664,8 +687,8 @@ impl Reloader {
     /// after that which can fail, the catalog write, goes first, so a
     /// failure leaves the daemon as it was.
     fn reload_locked(&self, applied: &mut Settings) -> Result<ReloadReport, ReloadError> {
-        let new = Settings::load(&applied.config_path)?;
-        let changes = plan(applied, &new, &mut |s: &str, i: u16| self.waiting(s, i))?;
+        let mut new = Settings::load(&applied.config_path)?;
+        let changes = aligned_plan(applied, &mut new, &mut |s: &str, i: u16| self.waiting(s, i))?;
         let catalog: Vec<_> = new.sources.iter().flat_map(|s| s.catalog()).collect();
         ankusa_store::sinks::replace(&self.store, &catalog)?;
         // Breakers and the health board before the swap: a delivery to a
@@ -1078,7 +1101,8 @@ mod tests {
             };
             for e in &edits {
                 apply(&mut model, e, &mut n);
-                let next = settings(&render(&model));
+                let mut next = settings(&render(&model));
+                crate::slots::align_all(&mut next, |id| crate::slots::of_settings(&applied, id));
                 let mut w = waits;
                 match plan(&applied, &next, &mut w) {
                     Ok(_) => {

@@ -275,12 +275,32 @@ async fn a_daemon_under_load_takes_ten_reloads_without_a_restart_or_a_refused_re
         "{err}"
     );
 
-    // 5. A sink in another's place is refused; 6. a new source is taken.
+    // 5. The sinks listed in the other order: each keeps its position (the
+    // rows name positions), so main's and audit's hooks still reach them;
+    // a sink in another's place is refused. 6. A new source is taken.
     let swapped = [("audit", "audit", ""), ("main", "main", "")];
     edit(config(&sink, &swapped, false, listen));
+    let (code, out, err) = run(&["config", "reload", "--config", &cfg_s]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("~ source shop: sinks listed in another order: each keeps its position"),
+        "{out}"
+    );
+    let before = (sinks.got("main").len(), sinks.got("audit").len());
+    wait_for(
+        "both sinks after the reorder",
+        Duration::from_secs(20),
+        || sinks.got("main").len() >= before.0 + 20 && sinks.got("audit").len() >= before.1 + 20,
+    )
+    .await;
+    let replaced = [("main", "main", ""), ("other", "other", "")];
+    edit(config(&sink, &replaced, false, listen));
     let (code, _, err) = run(&["config", "reload", "--config", &cfg_s]).await;
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("moved from position"), "{err}");
+    assert!(
+        err.contains("takes position 1, which is shop/audit's"),
+        "{err}"
+    );
     edit(config(&sink, &with_audit, true, listen));
     let (code, out, err) = run(&["config", "reload", "--config", &cfg_s]).await;
     assert_eq!(code, 0, "{out}{err}");
@@ -391,7 +411,7 @@ async fn a_daemon_under_load_takes_ten_reloads_without_a_restart_or_a_refused_re
         .collect();
     assert_eq!(
         reloads.iter().filter(|r| r.outcome == "done").count(),
-        7,
+        8,
         "{reloads:#?}"
     );
     assert!(reloads
@@ -401,6 +421,9 @@ async fn a_daemon_under_load_takes_ten_reloads_without_a_restart_or_a_refused_re
         .iter()
         .any(|r| r.outcome == "failed" && r.scope.contains("tikc")));
     assert!(reloads.iter().any(|r| r.who.name == "signal:SIGHUP"));
+    assert!(reloads
+        .iter()
+        .any(|r| r.outcome == "done" && r.scope.contains("another order")));
     println!(
         "reloads: {} applied, {} refused; {} hooks acknowledged under load of {sent} requests, none refused",
         reloads.iter().filter(|r| r.outcome == "done").count(),

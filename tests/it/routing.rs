@@ -275,3 +275,59 @@ async fn hooks_go_only_to_the_sinks_that_subscribe_to_their_type() {
     drop(s);
     common::store_check(&store);
 }
+
+/// Sinks listed in another order across a restart keep their positions:
+/// rows accepted before the restart (dispatch off, so they wait) still
+/// reach the sink they were accepted for, found by name in the store's
+/// sink catalog. Guard: booting on the file's order sends `x` rows to
+/// `ys` and `y` rows to `xs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restart_on_a_reordered_file_keeps_each_sinks_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks = Sinks::default();
+    let app = axum::Router::new()
+        .route("/{path}", axum::routing::post(take))
+        .with_state(sinks.clone());
+    let sink = common::serve_loopback(app).await;
+    let file = |dispatch: bool, order: [&str; 2]| {
+        let mut s = format!(
+            "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\nenabled = {dispatch}\ntick = \"10ms\"\n\n\
+             [[sources]]\nid = \"s\"\nevent_type = {{ json = \"/type\" }}\n\n"
+        );
+        for name in order {
+            let prefix = &name[..1];
+            s.push_str(&format!(
+                "[[sources.sinks]]\nname = \"{name}\"\nurl = \"{sink}/{name}\"\nevents = [\"{prefix}.*\"]\n\n"
+            ));
+        }
+        s
+    };
+    write_config(dir.path(), &file(false, ["xs", "ys"]));
+    let d = Daemon::start(dir.path());
+    let c = common::client();
+    for body in [
+        r#"{"type":"x.1"}"#,
+        r#"{"type":"x.2"}"#,
+        r#"{"type":"y.1"}"#,
+    ] {
+        let r = c.post(d.url("s")).body(body).send().await.unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    d.stop_clean();
+    write_config(dir.path(), &file(true, ["ys", "xs"]));
+    let d = Daemon::start(dir.path());
+    wait_for("the rows accepted before the restart", || {
+        sinks.got("xs").len() + sinks.got("ys").len() == 3
+    })
+    .await;
+    assert_eq!(sinks.got("xs"), ["x.1", "x.2"]);
+    assert_eq!(sinks.got("ys"), ["y.1"]);
+    assert!(
+        d.log()
+            .contains("lists this source's sinks in another order"),
+        "{}",
+        d.log_tail(20)
+    );
+    d.stop_clean();
+    common::store_check(&dir.path().join("store"));
+}
