@@ -26,6 +26,9 @@ pub(crate) struct Console {
     writer: Box<dyn Write + Send>,
     child: Box<dyn Child + Send + Sync>,
     _master: Box<dyn MasterPty + Send>,
+    /// The console's state directory (its `:` history), unless the test
+    /// gave one: never the machine's own.
+    _state: tempfile::TempDir,
 }
 
 impl Console {
@@ -43,6 +46,8 @@ impl Console {
         cmd.env("TERM", "xterm-256color");
         cmd.env("NO_COLOR", "1");
         cmd.env("RUST_BACKTRACE", "0");
+        let state = tempfile::tempdir().expect("state dir");
+        cmd.env("XDG_STATE_HOME", state.path());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -66,6 +71,7 @@ impl Console {
             writer,
             child,
             _master: pair.master,
+            _state: state,
         }
     }
 
@@ -507,4 +513,40 @@ fn replay_the_deadest_tenant_and_find_it_audited(
         assert!(r.contains("\"name\":\"local:"), "{r}");
         assert!(r.contains(&format!("\"rows\":{dead}")), "{r}");
     }
+}
+
+/// Issue 33: the `:` prompt's history. ↑ brings back the last command,
+/// in this session and in the next one (kept in `$XDG_STATE_HOME/ankusa/
+/// history`, private to the user). Guard: without the file the second
+/// console's ↑ shows nothing.
+#[test]
+fn the_command_prompt_remembers_commands_across_sessions() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    let state = tmp.path().join("state");
+    let state_s = state.to_str().expect("utf-8");
+    let path = dir.to_str().expect("utf-8 path");
+    let env = [("XDG_STATE_HOME", state_s)];
+    let mut c = Console::spawn(&["console", "--store", path], &env, 80, 24);
+    c.wait_for(&["READ-ONLY", "Overview (node counters)"]);
+    c.send(":sinks\r");
+    c.wait_for(&["Sinks"]);
+    c.send(":dlq\r");
+    c.send(":\x1b[A");
+    c.wait_for(&[":dlq"]);
+    c.send("\x1b[A");
+    c.wait_for(&[":sinks"]);
+    c.send("\x1b");
+    c.send("Q");
+    assert!(c.wait_exit().success());
+    let kept = std::fs::read_to_string(state.join("ankusa/history")).expect("history file");
+    assert_eq!(kept, "sinks\ndlq\n");
+    let mut c = Console::spawn(&["console", "--store", path], &env, 80, 24);
+    c.wait_for(&["READ-ONLY", "Overview (node counters)"]);
+    c.send(":\x1b[A");
+    c.wait_for(&[":dlq"]);
+    c.send("\x1b");
+    c.send("Q");
+    assert!(c.wait_exit().success());
 }

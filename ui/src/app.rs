@@ -95,6 +95,9 @@ pub struct App {
     pub last_refresh: Option<u64>,
     /// Whether the daemon's last hour was asked for (once, in FOLLOW mode).
     pub history_asked: bool,
+    /// The `:` prompt's commands, for ↑ and ↓ (none kept on disk unless
+    /// [`App::with_prompt_history`] gave a file).
+    pub prompt_history: crate::history::History,
     pub quit: bool,
 }
 
@@ -154,8 +157,16 @@ impl App {
             busy: 0,
             last_refresh: None,
             history_asked: false,
+            prompt_history: crate::history::History::default(),
             quit: false,
         }
+    }
+
+    /// This app with `h` as its `:` prompt's history (the console's, kept
+    /// in the user's state directory).
+    pub fn with_prompt_history(mut self, h: crate::history::History) -> Self {
+        self.prompt_history = h;
+        self
     }
 
     pub fn screen(&self) -> &Screen {
@@ -943,14 +954,32 @@ impl App {
             Overlay::Input { kind, mut text } => match input::key(&mut text, &k) {
                 Edit::Cancel => {
                     self.overlays.pop();
+                    self.prompt_history.reset();
                     Vec::new()
                 }
                 Edit::Submit => {
                     self.overlays.pop();
                     match kind {
                         InputKind::Filter => self.set_filter(text),
-                        InputKind::Command => self.command(&text),
+                        InputKind::Command => {
+                            self.prompt_history.push(&text);
+                            self.command(&text)
+                        }
                     }
+                }
+                walk @ (Edit::Older | Edit::Newer) => {
+                    if kind == InputKind::Command {
+                        let shown = if walk == Edit::Older {
+                            self.prompt_history.older(&text)
+                        } else {
+                            self.prompt_history.newer()
+                        };
+                        if let Some(t) = shown {
+                            text = t;
+                        }
+                        self.set_top(Overlay::Input { kind, text });
+                    }
+                    Vec::new()
                 }
                 Edit::Editing => {
                     self.set_top(Overlay::Input { kind, text });

@@ -33,6 +33,7 @@ pub mod error;
 pub mod fleet;
 pub mod fmt;
 pub mod heatmap;
+pub mod history;
 pub mod keymap;
 pub mod popups;
 pub mod rates;

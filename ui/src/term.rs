@@ -132,7 +132,11 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
 
     let (guard, mut term, size) = open_terminal()?;
     let refresh_ms = u64::try_from(opts.refresh.as_millis()).unwrap_or(u64::MAX);
-    let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height);
+    let history = crate::history::default_path()
+        .map(crate::history::History::load)
+        .unwrap_or_default();
+    let mut app = App::new(header, migration, refresh_ms, now, size.width, size.height)
+        .with_prompt_history(history);
     app.notices = notices;
     let theme = Theme::from_env();
     // The PTY test's deliberate panic, compiled into test builds only (the

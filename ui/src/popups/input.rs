@@ -1,6 +1,7 @@
 //! The input line over the footer: a tenant name filter (`/`) or a `:`
 //! command. Input is capped at 200 characters and control characters are
-//! ignored; Enter hands the text to the app, Esc drops it.
+//! ignored; Enter hands the text to the app, Esc drops it, ↑ and ↓ ask the
+//! app for the `:` prompt's history (`crate::history`).
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
@@ -24,6 +25,10 @@ pub enum Edit {
     Editing,
     Cancel,
     Submit,
+    /// ↑: the command before (the `:` prompt's history).
+    Older,
+    /// ↓: the command after.
+    Newer,
 }
 
 /// Longest input taken.
@@ -33,6 +38,8 @@ pub fn key(text: &mut String, k: &KeyEvent) -> Edit {
     match k.code {
         KeyCode::Esc => Edit::Cancel,
         KeyCode::Enter => Edit::Submit,
+        KeyCode::Up => Edit::Older,
+        KeyCode::Down => Edit::Newer,
         KeyCode::Backspace => {
             text.pop();
             Edit::Editing
