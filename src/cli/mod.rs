@@ -89,6 +89,10 @@ pub enum Command {
         /// How often the screen's data is refreshed (a human duration).
         #[arg(long, default_value = "2s")]
         refresh: humantime::Duration,
+        /// Leave the mouse to the terminal: no clicks or wheel in the
+        /// console, the terminal's own selection as usual.
+        #[arg(long, env = "ANKUSA_NO_MOUSE", value_parser = clap::builder::FalseyValueParser::new())]
+        no_mouse: bool,
         #[command(flatten)]
         admin: AdminArg,
     },
@@ -905,6 +909,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             read_only,
             write,
             refresh,
+            no_mouse,
             admin,
         } => {
             use tracing_subscriber::layer::SubscriberExt;
@@ -912,7 +917,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 tracing::Dispatch::new(tracing_subscriber::registry().with(ankusa_ui::log_layer()));
             if let Some(path) = fleet {
                 let fleet = ankusa_ops::fleet::Fleet::load(&path)?;
-                ankusa_ui::run_fleet(fleet, refresh.into(), log)?;
+                ankusa_ui::run_fleet(fleet, refresh.into(), !no_mouse, log)?;
                 return Ok(ExitCode::SUCCESS);
             }
             let Some(store) = store else {
@@ -926,6 +931,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 write,
                 refresh: refresh.into(),
                 token: admin.token,
+                mouse: !no_mouse,
             };
             ankusa_ui::run(opts, log)?;
             Ok(ExitCode::SUCCESS)

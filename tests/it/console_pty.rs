@@ -550,3 +550,48 @@ fn the_command_prompt_remembers_commands_across_sessions() {
     c.send("Q");
     assert!(c.wait_exit().success());
 }
+
+/// Issue 33: `--no-mouse` (or `ANKUSA_NO_MOUSE=1`) leaves the mouse to the
+/// terminal; by default the console captures it, and gives it back at exit.
+#[test]
+fn no_mouse_leaves_the_terminal_its_selection() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    let path = dir.to_str().expect("utf-8 path");
+    let mode = |c: &Console| {
+        c.parser
+            .lock()
+            .expect("parser")
+            .screen()
+            .mouse_protocol_mode()
+    };
+    for (args, env, captured) in [
+        (vec!["console", "--store", path], vec![], true),
+        (
+            vec!["console", "--store", path, "--no-mouse"],
+            vec![],
+            false,
+        ),
+        (
+            vec!["console", "--store", path],
+            vec![("ANKUSA_NO_MOUSE", "1")],
+            false,
+        ),
+    ] {
+        let mut c = Console::spawn(&args, &env, 80, 24);
+        c.wait_for(&["READ-ONLY", "Overview (node counters)"]);
+        assert_eq!(
+            mode(&c) != vt100::MouseProtocolMode::None,
+            captured,
+            "{args:?} {env:?}"
+        );
+        c.send("Q");
+        assert!(c.wait_exit().success());
+        assert_eq!(
+            mode(&c),
+            vt100::MouseProtocolMode::None,
+            "given back at exit"
+        );
+    }
+}

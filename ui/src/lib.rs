@@ -58,6 +58,9 @@ pub struct ConsoleOptions {
     /// The admin API token for acting through a running daemon; none: the
     /// socket's local admin.
     pub token: Option<String>,
+    /// Capture the mouse (clicks, the wheel); `--no-mouse` leaves the
+    /// terminal's own selection alone.
+    pub mouse: bool,
 }
 
 /// Runs the console until the operator quits. `log` is the tracing
@@ -72,9 +75,10 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
 pub fn run_fleet(
     fleet: ankusa_ops::fleet::Fleet,
     refresh: Duration,
+    mouse: bool,
     log: tracing::Dispatch,
 ) -> Result<(), ConsoleError> {
-    term::run_fleet(fleet, refresh, log)
+    term::run_fleet(fleet, refresh, mouse, log)
 }
 
 /// The tracing layer that feeds the log pane.

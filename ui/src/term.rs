@@ -41,7 +41,9 @@ pub fn restore() {
 struct TerminalGuard;
 
 impl TerminalGuard {
-    fn enter() -> Result<Self, ConsoleError> {
+    /// `mouse`: capture clicks and the wheel (`--no-mouse` leaves the
+    /// terminal's own selection alone).
+    fn enter(mouse: bool) -> Result<Self, ConsoleError> {
         terminal::enable_raw_mode().map_err(ConsoleError::terminal(
             "cannot put the terminal in raw mode",
         ))?;
@@ -51,8 +53,10 @@ impl TerminalGuard {
             .map_err(ConsoleError::terminal("cannot enter the alternate screen"))?;
         // Clicks and the wheel (a terminal's own selection still works
         // with Shift held, in most terminals).
-        execute!(io::stdout(), EnableMouseCapture)
-            .map_err(ConsoleError::terminal("cannot capture the mouse"))?;
+        if mouse {
+            execute!(io::stdout(), EnableMouseCapture)
+                .map_err(ConsoleError::terminal("cannot capture the mouse"))?;
+        }
         Ok(guard)
     }
 }
@@ -78,9 +82,11 @@ type Term = Terminal<CrosstermBackend<io::Stdout>>;
 /// Takes the terminal for a console, single-node or fleet: the panic hook
 /// that gives it back, raw mode and the alternate screen (undone when the
 /// guard drops), a cleared screen, and its size.
-fn open_terminal() -> Result<(TerminalGuard, Term, ratatui::layout::Size), ConsoleError> {
+fn open_terminal(
+    mouse: bool,
+) -> Result<(TerminalGuard, Term, ratatui::layout::Size), ConsoleError> {
     install_panic_hook();
-    let guard = TerminalGuard::enter()?;
+    let guard = TerminalGuard::enter(mouse)?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))
         .map_err(ConsoleError::terminal("cannot start the terminal UI"))?;
     term.clear()
@@ -130,7 +136,7 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
         ConsoleError::terminal("cannot start the console's data thread"),
     )?;
 
-    let (guard, mut term, size) = open_terminal()?;
+    let (guard, mut term, size) = open_terminal(opts.mouse)?;
     let refresh_ms = u64::try_from(opts.refresh.as_millis()).unwrap_or(u64::MAX);
     let history = crate::history::default_path()
         .map(crate::history::History::load)
@@ -208,6 +214,7 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
 pub fn run_fleet(
     fleet: ankusa_ops::fleet::Fleet,
     refresh: Duration,
+    mouse: bool,
     log: tracing::Dispatch,
 ) -> Result<(), ConsoleError> {
     use crate::fleet::worker::{self, FleetEvent};
@@ -221,7 +228,7 @@ pub fn run_fleet(
     tui_logger::set_default_level(tui_logger::LevelFilter::Info);
     let (tx, events) = std::sync::mpsc::channel::<FleetEvent>();
 
-    let (guard, mut term, size) = open_terminal()?;
+    let (guard, mut term, size) = open_terminal(mouse)?;
     let now = ankusa_store::system_now_ms();
     let refresh_ms = u64::try_from(refresh.as_millis()).unwrap_or(u64::MAX);
     let mut app = FleetApp::new(&fleet, refresh_ms, now, size.width, size.height);
