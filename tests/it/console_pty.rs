@@ -23,6 +23,9 @@ use common::BIN;
 
 pub(crate) struct Console {
     parser: Arc<Mutex<vt100::Parser>>,
+    /// Every byte the console wrote, for what the screen does not show (an
+    /// OSC 52 copy).
+    raw: Arc<Mutex<Vec<u8>>>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn Child + Send + Sync>,
     _master: Box<dyn MasterPty + Send>,
@@ -57,6 +60,8 @@ impl Console {
         let writer = pair.master.take_writer().expect("writer");
         let parser = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
         let p = parser.clone();
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let r = raw.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n) = reader.read(&mut buf) {
@@ -64,10 +69,12 @@ impl Console {
                     break;
                 }
                 p.lock().expect("parser").process(&buf[..n]);
+                r.lock().expect("raw").extend_from_slice(&buf[..n]);
             }
         });
         Console {
             parser,
+            raw,
             writer,
             child,
             _master: pair.master,
@@ -594,4 +601,39 @@ fn no_mouse_leaves_the_terminal_its_selection() {
             "given back at exit"
         );
     }
+}
+
+/// Issue 33: `y` on a DLQ row sends its hook id to the terminal's
+/// clipboard as OSC 52 (`ESC ] 52 ; c ; base64 BEL`), and the footer says
+/// what was copied.
+#[test]
+fn y_sends_the_selected_hook_id_as_osc_52() {
+    use base64::Engine as _;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    fixture(&dir);
+    let newest = {
+        let s = Store::open_read_only(&dir).expect("open");
+        queries::dlq_page(&s, None, 1).expect("dlq").entries[0]
+            .hook_id
+            .clone()
+    };
+    let path = dir.to_str().expect("utf-8 path");
+    let mut c = Console::spawn(&["console", "--store", path], &[], 100, 30);
+    c.wait_for(&["READ-ONLY", "Overview (node counters)"]);
+    c.send("4");
+    c.wait_for(&[&newest]);
+    c.send("y");
+    c.wait_for(&["copied hook id"]);
+    let want = format!(
+        "\x1b]52;c;{}\x07",
+        base64::engine::general_purpose::STANDARD.encode(newest.as_bytes())
+    );
+    let raw = c.raw.lock().expect("raw").clone();
+    assert!(
+        raw.windows(want.len()).any(|w| w == want.as_bytes()),
+        "no OSC 52 with {newest} in what the console wrote"
+    );
+    c.send("Q");
+    assert!(c.wait_exit().success());
 }

@@ -51,6 +51,8 @@ pub enum Msg {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     Fetch(Request),
+    /// Put this text on the operator's clipboard (OSC 52).
+    Copy(String),
     Quit,
 }
 
@@ -745,6 +747,7 @@ impl App {
             KeyAction::Purge | KeyAction::Replay | KeyAction::ReplayTenant => {
                 self.start_guard(action)
             }
+            KeyAction::Copy => self.copy(),
             KeyAction::Pause => self.start_pause(false),
             KeyAction::Resume => self.start_pause(true),
         }
@@ -858,6 +861,39 @@ impl App {
     /// list or its detail). Refused at once when there is nothing to do
     /// (pausing what is paused, resuming what is not): the guard is for a
     /// change.
+    /// `y`: the id of what is selected (a hook in the DLQ or a dead
+    /// delivery, a tenant in the list or its detail, a sink), for the
+    /// clipboard; the footer says what was copied.
+    fn copy(&mut self) -> Vec<Effect> {
+        let n = self.list_rows();
+        let found: Option<(&str, String)> = match self.screen().clone() {
+            Screen::Dlq { .. } => self.dlq.selected().map(|r| ("hook id", r.hook_id.clone())),
+            Screen::DeadDetail { row } => Some(("hook id", row.hook_id)),
+            Screen::Tenants => self.tenants.selected(n).map(|(id, _)| ("tenant", id)),
+            Screen::Tenant { ord } => self
+                .tenant
+                .as_ref()
+                .filter(|t| t.ord == ord)
+                .map(|t| ("tenant", t.name.clone())),
+            s @ (Screen::Sinks | Screen::Sink { .. }) => self
+                .sinks
+                .pause_target(&s, n)
+                .and_then(|(t, _)| t.sink)
+                .map(|(_, name)| ("sink", name)),
+            _ => None,
+        };
+        let Some((what, text)) = found else {
+            self.status = "y copies the selected hook, tenant or sink: nothing to copy here".into();
+            return Vec::new();
+        };
+        if crate::clipboard::osc52(&text).is_none() {
+            self.status = format!("cannot copy that {what}");
+            return Vec::new();
+        }
+        self.status = format!("copied {what} {} (OSC 52)", quoted(&text, 40));
+        vec![Effect::Copy(text)]
+    }
+
     fn start_pause(&mut self, resume: bool) -> Vec<Effect> {
         if !self.can_act() {
             self.status = CANNOT_ACT.into();

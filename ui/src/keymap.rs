@@ -35,6 +35,8 @@ pub enum KeyAction {
     /// Resume it (guarded).
     Resume,
     Refresh,
+    /// Copy the selected row's id to the clipboard (OSC 52).
+    Copy,
     MigBackup,
     MigPlan,
     MigRun,
@@ -186,6 +188,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('7')], label: "7", action: KeyAction::Goto(Tab::Sinks), scope: Scope::Everywhere, help: "sinks (health, pauses; Enter: one sink)" },
     Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: KeyAction::NextTab, scope: Scope::Everywhere, help: "next screen" },
     Binding { keys: &[C('r')], label: "r", action: KeyAction::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
+    Binding { keys: &[C('y')], label: "y", action: KeyAction::Copy, scope: Scope::Everywhere, help: "copy the selected hook, tenant or sink id (OSC 52)" },
     Binding { keys: &[C('s')], label: "s", action: KeyAction::Sort, scope: Scope::Tenants, help: "sort: ordinal, pending, scheduled, inflight, dead, bytes, archive, delivered/s, accepted/s (this page)" },
     Binding { keys: &[C('d')], label: "d", action: KeyAction::TenantDlq, scope: Scope::Tenant, help: "this tenant's DLQ" },
     Binding { keys: &[C('+'), C('z')], label: "+ z", action: KeyAction::ZoomIn, scope: Scope::Heatmap, help: "zoom in (narrower buckets, down to 1s)" },

@@ -27,6 +27,7 @@
 //!   each screen's refresh store work, small store against large).
 
 pub mod app;
+pub mod clipboard;
 pub mod commands;
 pub mod data;
 pub mod error;

@@ -157,6 +157,15 @@ pub fn run(opts: ConsoleOptions, log: tracing::Dispatch) -> Result<(), ConsoleEr
         for e in pending.drain(..) {
             match e {
                 Effect::Quit => break 'main,
+                Effect::Copy(text) => {
+                    if let Some(seq) = crate::clipboard::osc52(&text) {
+                        let mut out = io::stdout();
+                        // The terminal takes it or ignores it; either way
+                        // the console goes on.
+                        let _ = out.write_all(seq.as_bytes());
+                        let _ = out.flush();
+                    }
+                }
                 Effect::Fetch(req) => {
                     next_id += 1;
                     let fetch = Fetch {

@@ -66,6 +66,7 @@ pub fn pump(app: &mut App, src: &mut Feed, mut effects: Vec<Effect>) -> bool {
         for e in effects {
             match e {
                 Effect::Quit => quit = true,
+                Effect::Copy(_) => {}
                 Effect::Fetch(req) => {
                     let mut progress = Vec::new();
                     let reply = src

@@ -57,7 +57,7 @@ fn fetches(e: &[Effect]) -> Vec<&Request> {
     e.iter()
         .filter_map(|e| match e {
             Effect::Fetch(r) => Some(r),
-            Effect::Quit => None,
+            Effect::Copy(_) | Effect::Quit => None,
         })
         .collect()
 }
@@ -925,4 +925,41 @@ fn dlq_type_narrows_the_dlq_to_an_event_type() {
             ..
         }]
     ));
+}
+
+/// Issue 33: `y` copies the selected id: the DLQ row's hook id (an
+/// OSC 52 effect, and the footer says so); where nothing is selected it
+/// says there is nothing to copy.
+#[test]
+fn y_copies_the_selected_hook_id() {
+    let mut a = app(OpenMode::ReadOnly);
+    let e = keys(&mut a, "y");
+    assert!(!e.iter().any(|e| matches!(e, Effect::Copy(_))), "{e:?}");
+    assert!(a.status.contains("nothing to copy"), "{}", a.status);
+    keys(&mut a, "4");
+    let page = DlqData {
+        ord: None,
+        event_type: None,
+        order: Default::default(),
+        cursor: None,
+        page: DlqPage {
+            entries: vec![dead(1, NOW - 10, 9), dead(1, NOW - 20, 8)],
+            next: None,
+        },
+        names: vec![(1, "acme".into())],
+        total: 2,
+        sinks: vec![],
+    };
+    assert!(a.dlq.on_page(None, page));
+    let e = keys(&mut a, "jy");
+    assert!(
+        e.iter()
+            .any(|e| matches!(e, Effect::Copy(t) if t == "hk_0000000000000008")),
+        "{e:?}"
+    );
+    assert!(
+        a.status.contains("copied hook id \"hk_0000000000000008\""),
+        "{}",
+        a.status
+    );
 }
