@@ -184,3 +184,113 @@ async fn dry_runs_audit_the_same_from_the_console_the_command_line_and_the_api()
     }
     assert_eq!(cli_who, console_who);
 }
+
+/// Issue 33: the actions screen's command lines do what the console did.
+/// Two stores from the same fixture: on one the console (WRITE mode) runs
+/// a pause, a policy, a replay of one dead row and a purge; on the other
+/// the `ankusa ...` line the actions screen prints for each is run in a
+/// shell. The two stores end alike (pauses, policy, the tenant's counters).
+#[test]
+fn the_actions_screens_command_lines_do_what_the_console_did() {
+    use ankusa_ui::data::equivalent;
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    fixture(a.path(), 20, 600);
+    fixture(b.path(), 20, 600);
+    let (sa, sb) = (a.path().join("store"), b.path().join("store"));
+    let now = ankusa_store::system_now_ms();
+    let mut feed = Feed::open(
+        &OpenRequest {
+            path: sa.clone(),
+            write: true,
+            ..OpenRequest::default()
+        },
+        now,
+    )
+    .expect("open the console's feed");
+    let mut ask = |r: Request| feed.execute(&r, now, &mut |_| {}).expect("a reply");
+    let ord = match ask(Request::TenantByName {
+        name: TENANT.into(),
+        dlq: false,
+    }) {
+        Reply::TenantByName(_, Some(ord)) => ord,
+        other => panic!("{TENANT} not found: {other:?}"),
+    };
+    let dead = match ask(Request::Dlq {
+        ord: Some(ord),
+        cursor: None,
+        limit: 1,
+        order: DlqOrder::NewestFirst,
+        event_type: None,
+    }) {
+        Reply::Dlq(d) => d.page.entries.into_iter().next().expect("a dead row"),
+        other => panic!("not a DLQ page: {other:?}"),
+    };
+    let policy = ankusa_store::policy::Policy {
+        weight: Some(3),
+        cap: Some(7),
+        rate: Some("20/s".parse().unwrap()),
+        ..Default::default()
+    };
+    let scopes = [
+        ActionScope::Pause(ankusa_ui::data::PauseTarget {
+            tenant: Some("tenant-000003".into()),
+            sink: None,
+        }),
+        ActionScope::Policy {
+            ord,
+            tenant: TENANT.into(),
+            before: None,
+            after: Some(policy),
+        },
+        ActionScope::ReplayRows {
+            rows: vec![dead.clone()],
+            sinks: vec![format!("{}/{}", dead.source_id, dead.sink)],
+        },
+        ActionScope::Purge {
+            ord,
+            tenant: TENANT.into(),
+            kinds: Kinds::BOTH,
+        },
+    ];
+    for scope in &scopes {
+        match ask(Request::Execute(scope.clone())) {
+            Reply::Done(_) => {}
+            other => panic!("{scope:?}: {other:?}"),
+        }
+        let eq = equivalent::of(scope, &sb).expect("a command line");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(
+                eq.cli
+                    .replacen("ankusa ", &format!("{} ", crate::common::BIN), 1),
+            )
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            eq.cli,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(eq.curl.is_some(), "{scope:?} has an API call too");
+    }
+    drop(feed);
+    let state = |dir: &Path| {
+        let s = ankusa_store::Store::open_read_only(dir).unwrap();
+        let o = ankusa_store::tenants::ord_of(&s, TENANT).unwrap().unwrap();
+        (
+            ankusa_store::pauses::Paused::load(&s).unwrap().counts(),
+            ankusa_store::policy::Policies::load(&s)
+                .unwrap()
+                .tenant(o)
+                .copied(),
+            ankusa_store::queries::counters(&s, o).unwrap(),
+        )
+    };
+    let (in_a, in_b) = (state(&sa), state(&sb));
+    assert_eq!(in_a, in_b);
+    assert_eq!(in_a.1, Some(policy));
+    assert_eq!(in_a.0 .0, 1, "one tenant paused");
+}

@@ -100,6 +100,8 @@ pub struct App {
     /// The `:` prompt's commands, for ↑ and ↓ (none kept on disk unless
     /// [`App::with_prompt_history`] gave a file).
     pub prompt_history: crate::history::History,
+    /// What this console did, for the actions screen.
+    pub actions: crate::screens::actions::ActionsLog,
     pub quit: bool,
 }
 
@@ -160,6 +162,7 @@ impl App {
             last_refresh: None,
             history_asked: false,
             prompt_history: crate::history::History::default(),
+            actions: Default::default(),
             quit: false,
         }
     }
@@ -289,7 +292,7 @@ impl App {
             Screen::DeadDetail { row } => vec![Request::DeadDetail(row.clone())],
             Screen::Sinks => sinks::requests(),
             Screen::Sink { sink } => sinks::detail_requests(sink, self.height),
-            Screen::Migration | Screen::Log => Vec::new(),
+            Screen::Migration | Screen::Log | Screen::Actions => Vec::new(),
         }
     }
 
@@ -397,6 +400,9 @@ impl App {
         let reply = match result {
             Ok(r) => r,
             Err(e) => {
+                if let Request::Execute(scope) = &req {
+                    self.note_action(scope, Err(&e));
+                }
                 if let (Request::Execute(_) | Request::DryRun(_), Some(Overlay::Guard(g))) =
                     (&req, self.overlays.last_mut())
                 {
@@ -563,6 +569,7 @@ impl App {
                 return self.refresh();
             }
             Reply::Done(r) => {
+                self.note_action(&r.scope, Ok(&r));
                 self.header.fresh_at = self.now;
                 // A ranked list's badges come with its ranking: take it
                 // again to show the pause just made or lifted.
@@ -579,8 +586,30 @@ impl App {
         Vec::new()
     }
 
+    /// An action ended: logged for the actions screen with its command
+    /// line and API call.
+    fn note_action(&mut self, scope: &ActionScope, r: Result<&crate::data::ActionResult, &String>) {
+        let (ok, result) = match r {
+            Ok(r) => (
+                true,
+                r.note
+                    .clone()
+                    .unwrap_or_else(|| format!("done: {} row(s)", r.touched)),
+            ),
+            Err(e) => (false, format!("failed: {e}")),
+        };
+        self.actions.push(crate::screens::actions::Entry {
+            at: self.now,
+            what: scope.describe(),
+            result,
+            ok,
+            equivalent: crate::data::equivalent::of(scope, &self.header.path),
+        });
+    }
+
     fn rows_on_screen(&self) -> usize {
         match self.screen() {
+            Screen::Actions => self.actions.len(),
             Screen::Tenants => self.tenant_rows().len(),
             Screen::Heatmap => self.heat.rows_shown(),
             Screen::Dlq { .. } => self.dlq.rows_shown(),
@@ -591,6 +620,7 @@ impl App {
 
     fn sel_mut(&mut self) -> Option<&mut usize> {
         match self.screen() {
+            Screen::Actions => Some(&mut self.actions.sel),
             Screen::Tenants => Some(&mut self.tenants.sel),
             Screen::Heatmap => Some(&mut self.heat.sel),
             Screen::Dlq { .. } => Some(&mut self.dlq.sel),
@@ -748,6 +778,7 @@ impl App {
                 self.start_guard(action)
             }
             KeyAction::Copy => self.copy(),
+            KeyAction::Actions => self.show_actions(),
             KeyAction::Pause => self.start_pause(false),
             KeyAction::Resume => self.start_pause(true),
         }
@@ -879,7 +910,12 @@ impl App {
                 .sinks
                 .pause_target(&s, n)
                 .and_then(|(t, _)| t.sink)
-                .map(|(_, name)| ("sink", name)),
+                .map(|(k, name)| ("sink", format!("{}/{name}", k.source))),
+            Screen::Actions => self
+                .actions
+                .selected()
+                .and_then(|e| e.equivalent.as_ref())
+                .map(|e| ("command", e.cli.clone())),
             _ => None,
         };
         let Some((what, text)) = found else {
@@ -1152,6 +1188,7 @@ impl App {
                 dlq: true,
             }]),
             What::DlqType => self.dlq_type(arg),
+            What::Actions => self.show_actions(),
             What::Tenants | What::Tenant => self.fetch(vec![Request::TenantByName {
                 name: arg.to_owned(),
                 dlq: false,
@@ -1166,6 +1203,12 @@ impl App {
             What::ResumeFor => self.pause_sink_for(arg, true),
             What::Sort => self.sort_by(arg),
         }
+    }
+
+    /// `8`, `:actions`: this console's actions.
+    fn show_actions(&mut self) -> Vec<Effect> {
+        self.stack = vec![Screen::Actions];
+        Vec::new()
     }
 
     /// `:dlq-type PATTERN`: the DLQ shown (the node's, unless a tenant's

@@ -50,6 +50,7 @@ pub enum What {
     ResumeFor,
     Policy,
     Limit,
+    Actions,
     Quit,
 }
 
@@ -127,6 +128,14 @@ pub const COMMANDS: &[Spec] = &[
         arg_label: "",
         help: "the sinks screen",
         what: What::Goto(Tab::Sinks),
+    },
+    Spec {
+        name: "actions",
+        aliases: &[],
+        arg: NoArg,
+        arg_label: "",
+        help: "this console's actions, each with its ankusa command line and curl",
+        what: What::Actions,
     },
     Spec {
         name: "sort",

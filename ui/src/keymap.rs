@@ -37,6 +37,8 @@ pub enum KeyAction {
     Refresh,
     /// Copy the selected row's id to the clipboard (OSC 52).
     Copy,
+    /// The actions this console took.
+    Actions,
     MigBackup,
     MigPlan,
     MigRun,
@@ -186,6 +188,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding { keys: &[C('5')], label: "5", action: KeyAction::Goto(Tab::Migration), scope: Scope::Everywhere, help: "migration" },
     Binding { keys: &[C('6')], label: "6", action: KeyAction::Goto(Tab::Log), scope: Scope::Everywhere, help: "log" },
     Binding { keys: &[C('7')], label: "7", action: KeyAction::Goto(Tab::Sinks), scope: Scope::Everywhere, help: "sinks (health, pauses; Enter: one sink)" },
+    Binding { keys: &[C('8')], label: "8", action: KeyAction::Actions, scope: Scope::Everywhere, help: "this console's actions, each with its command line" },
     Binding { keys: &[Code(KeyCode::Tab)], label: "Tab", action: KeyAction::NextTab, scope: Scope::Everywhere, help: "next screen" },
     Binding { keys: &[C('r')], label: "r", action: KeyAction::Refresh, scope: Scope::Everywhere, help: "refresh now (re-rank a sorted list)" },
     Binding { keys: &[C('y')], label: "y", action: KeyAction::Copy, scope: Scope::Everywhere, help: "copy the selected hook, tenant or sink id (OSC 52)" },

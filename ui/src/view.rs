@@ -82,6 +82,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         }
         Screen::Migration => migration::draw(f, &app.migration, &app.header.path, theme, body),
         Screen::Log => log::draw(f, theme, body),
+        Screen::Actions => crate::screens::actions::draw(f, &app.actions, theme, body),
         Screen::Sinks => sinks::draw(f, &app.sinks, app.list_rows(), app.now, theme, body),
         Screen::Sink { sink } => {
             sinks::draw_detail(f, app.sinks.detail.as_ref(), sink, app.now, theme, body)

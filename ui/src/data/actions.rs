@@ -256,7 +256,7 @@ pub fn act_on<S: Deref<Target = Store>>(
 }
 
 /// What an action scope asks the operator for.
-enum Ask {
+pub(crate) enum Ask {
     Purge {
         tenant: String,
         kinds: Kinds,
@@ -278,7 +278,7 @@ enum Ask {
     },
 }
 
-fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
+pub(crate) fn ask(scope: &ActionScope) -> Result<Ask, DataError> {
     Ok(match scope {
         ActionScope::Purge { tenant, kinds, .. } => Ask::Purge {
             tenant: tenant.clone(),

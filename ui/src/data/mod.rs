@@ -17,6 +17,7 @@
 //! - [`worker`]: the thread it runs on.
 
 pub mod actions;
+pub mod equivalent;
 pub mod feed;
 pub mod migration;
 pub mod open;

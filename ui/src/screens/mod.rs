@@ -7,6 +7,7 @@
 //! [`crate::app::App`] carries out. So every change stays a pure function
 //! of the state, and a change to one screen stays in its file.
 
+pub mod actions;
 pub mod dead_detail;
 pub mod dlq;
 pub mod heatmap;
@@ -49,6 +50,8 @@ pub enum Screen {
     Sink {
         sink: SinkKey,
     },
+    /// What this console did (`8`, `:actions`); shown under the log's tab.
+    Actions,
 }
 
 impl Screen {
@@ -59,7 +62,7 @@ impl Screen {
             Screen::Heatmap => Tab::Heatmap,
             Screen::Dlq { .. } | Screen::DeadDetail { .. } => Tab::Dlq,
             Screen::Migration => Tab::Migration,
-            Screen::Log => Tab::Log,
+            Screen::Log | Screen::Actions => Tab::Log,
             Screen::Sinks | Screen::Sink { .. } => Tab::Sinks,
         }
     }

@@ -508,3 +508,39 @@ fn the_overview_shows_a_store_write_fault() {
         "{screen}"
     );
 }
+
+/// Issue 33: the actions screen after a pause and a replay (one failed):
+/// each action with its result, and the selected one's command line and
+/// `curl`.
+#[test]
+fn actions_after_a_pause_and_a_replay() {
+    use ankusa_ui::data::{ActionResult, ActionScope, PauseTarget};
+    each_size("actions", true, |a, s| {
+        let pause = ActionScope::Pause(PauseTarget {
+            tenant: Some("tenant-000003".into()),
+            sink: None,
+        });
+        let replay = ActionScope::ReplayTenant {
+            ord: 2,
+            tenant: "tenant-000002".into(),
+        };
+        let done = |scope: &ActionScope, touched| {
+            Ok(Reply::Done(ActionResult {
+                scope: scope.clone(),
+                expected: touched,
+                touched,
+                note: None,
+            }))
+        };
+        a.update(Msg::Reply(Request::Execute(pause.clone()), done(&pause, 0)));
+        a.update(Msg::Reply(
+            Request::Execute(replay.clone()),
+            Err("the store refused the write: read-only".into()),
+        ));
+        a.update(Msg::Reply(
+            Request::Execute(replay.clone()),
+            done(&replay, 12),
+        ));
+        type_keys(a, s, "8");
+    });
+}
