@@ -18,7 +18,7 @@ use ratatui::Frame;
 use super::pages::Pages;
 use super::{Next, Screen, NAME_COL};
 use crate::data::{Request, TenantsAfter, TenantsData, TenantsQuery, RANK_LIMIT};
-use crate::fmt::{age, bytes, cut, num};
+use crate::fmt::{age, bytes, cut_mid, num};
 use crate::theme::{block, loading, Theme, DEAD, PAUSED};
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -374,6 +374,28 @@ pub fn draw(
             h.to_owned()
         });
     }
+    // The name column takes what the page's longest name (with its marks)
+    // needs, from the width the figures leave, and gives up width only
+    // when there is none; a cut name keeps both ends (`tenant-…-000042`).
+    let marks = |ti: &TenantInfo| {
+        let steered = t.policies.iter().any(|p| p == &ti.id);
+        let paused = t.is_paused(&ti.id);
+        usize::from(steered) * 2 + usize::from(paused) * (PAUSED.len() + 1)
+    };
+    let fixed_cols = 1 + shown_fields.len() + rate_cols.len();
+    let fixed =
+        6 + 8 * shown_fields.len().min(4) + if wide { 8 + 7 } else { 0 } + 7 * rate_cols.len();
+    // One column of spacing between each two columns.
+    let room = usize::from(area.width)
+        .saturating_sub(2 + fixed + fixed_cols)
+        .max(NAME_COL);
+    let name_w = rows
+        .iter()
+        .map(|ti| ti.id.chars().count() + marks(ti))
+        .max()
+        .unwrap_or(0)
+        .max(NAME_COL)
+        .min(room);
     let body: Vec<Row> = rows
         .iter()
         .enumerate()
@@ -387,17 +409,14 @@ pub fn draw(
                 Line::from(vec![
                     Span::raw(format!(
                         "{}{mark} ",
-                        cut(
-                            &ti.id,
-                            NAME_COL.saturating_sub(PAUSED.len() + 1 + mark.len())
-                        )
+                        cut_mid(&ti.id, name_w.saturating_sub(PAUSED.len() + 1 + mark.len()))
                     )),
                     theme.paused_badge(),
                 ])
             } else {
                 Line::from(format!(
                     "{}{mark}",
-                    cut(&ti.id, NAME_COL.saturating_sub(mark.len()))
+                    cut_mid(&ti.id, name_w.saturating_sub(mark.len()))
                 ))
             };
             let mut cells = vec![ti.ord.to_string(), String::new()];
@@ -431,7 +450,7 @@ pub fn draw(
         .collect();
     let mut widths = vec![
         Constraint::Length(6),
-        Constraint::Length(NAME_COL as u16),
+        Constraint::Length(u16::try_from(name_w).unwrap_or(u16::MAX)),
         Constraint::Length(8),
         Constraint::Length(8),
         Constraint::Length(8),

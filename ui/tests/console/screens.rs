@@ -544,3 +544,38 @@ fn actions_after_a_pause_and_a_replay() {
         type_keys(a, s, "8");
     });
 }
+
+/// Issue 33: the tenants list's name column grows into the width there is
+/// before it cuts, and a cut keeps both ends (ids alike but for their end
+/// stay apart).
+#[test]
+fn tenants_with_long_names_use_the_width_there_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = Store::create_or_open(dir.path()).expect("create store");
+        let mut alloc = ankusa_store::tenants::TenantAllocator::load(&s, 1000).expect("allocator");
+        let hooks: Vec<ankusa_store::fixture::Hook> = (0..12u64)
+            .map(|i| ankusa_store::fixture::Hook {
+                envelope: ankusa_store::Envelope {
+                    received_at: NOW - 60_000 + i,
+                    source_id: "shop".into(),
+                    tenant: format!("customer-europe-west-enterprise-account-{:06}", i % 4),
+                    idempotency_key: None,
+                    event_type: None,
+                    headers: vec![],
+                    body: b"{}".to_vec(),
+                },
+                sinks: ankusa_store::transitions::SinkSet::first(1),
+                archive: false,
+            })
+            .collect();
+        ankusa_store::fixture::ingest(&s, &mut alloc, &hooks).expect("ingest");
+    }
+    let mut src = open(dir.path(), false);
+    for (w, h) in [(80, 24), (100, 30), (160, 48)] {
+        let mut app = app_for(&src, w, h);
+        start(&mut app, &mut src);
+        type_keys(&mut app, &mut src, "2");
+        snap!(format!("tenants_long_{w}x{h}"), render(&app));
+    }
+}
