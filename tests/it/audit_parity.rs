@@ -237,6 +237,16 @@ fn the_actions_screens_command_lines_do_what_the_console_did() {
             tenant: Some("tenant-000003".into()),
             sink: None,
         }),
+        ActionScope::Pause(ankusa_ui::data::PauseTarget {
+            tenant: Some(TENANT.into()),
+            sink: Some((
+                ankusa_ui::data::SinkKey {
+                    source: "shop".into(),
+                    index: 0,
+                },
+                "0".into(),
+            )),
+        }),
         ActionScope::Policy {
             ord,
             tenant: TENANT.into(),
@@ -292,5 +302,9 @@ fn the_actions_screens_command_lines_do_what_the_console_did() {
     let (in_a, in_b) = (state(&sa), state(&sb));
     assert_eq!(in_a, in_b);
     assert_eq!(in_a.1, Some(policy));
-    assert_eq!(in_a.0 .0, 1, "one tenant paused");
+    assert_eq!(
+        in_a.0,
+        (1, 0, 1),
+        "a tenant, and a sink for a tenant, paused"
+    );
 }

@@ -122,7 +122,14 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
                 curl: Some(curl(store, "POST", routes::REPLAY, json(&r))),
             }
         }
-        Ask::Pause(req) | Ask::Resume(req) => {
+        Ask::Pause(mut req) | Ask::Resume(mut req) => {
+            // By its name, as operators read it everywhere: the command
+            // line and the API take a name as they take a position.
+            if let ActionScope::Pause(t) | ActionScope::Resume(t) = scope {
+                if let Some((k, name)) = &t.sink {
+                    req.sink = Some(format!("{}/{name}", k.source));
+                }
+            }
             let verb = if matches!(scope, ActionScope::Resume(_)) {
                 "resume"
             } else {
