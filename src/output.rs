@@ -102,6 +102,16 @@ pub fn sink_label(name: &str, index: u16) -> String {
     }
 }
 
+/// A DLQ row's sink as operators name it, `SOURCE/NAME`; `SOURCE/POSITION`
+/// from a node that sends no name.
+pub fn dlq_sink(name: &str, source: &str, index: u16) -> String {
+    if name.is_empty() {
+        format!("{source}/{index}")
+    } else {
+        name.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

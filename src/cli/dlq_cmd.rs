@@ -15,16 +15,6 @@ use crate::output::print_json;
 use ankusa_ops::model::{DlqDetail, ReplayRequest};
 use ankusa_ops::operator::Action;
 
-/// A DLQ row's sink as operators name it, `SOURCE/NAME`; `SOURCE/POSITION`
-/// from a node that sends no name.
-pub fn dlq_sink(name: &str, source: &str, index: u16) -> String {
-    if name.is_empty() {
-        format!("{source}/{index}")
-    } else {
-        name.to_owned()
-    }
-}
-
 fn ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -81,7 +71,7 @@ pub fn run(cmd: DlqCommand) -> Result<ExitCode> {
                         let mut r = vec![
                             e.row.hook_id.clone(),
                             e.tenant.clone(),
-                            dlq_sink(&e.sink_name, &e.row.source_id, e.row.sink),
+                            output::dlq_sink(&e.sink_name, &e.row.source_id, e.row.sink),
                             format!("{} ago", output::age(now.saturating_sub(e.row.at))),
                         ];
                         if typed {

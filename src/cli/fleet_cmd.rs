@@ -96,11 +96,7 @@ pub fn dlq(
                     e.node.clone(),
                     e.entry.row.hook_id.clone(),
                     e.entry.tenant.clone(),
-                    super::dlq_cmd::dlq_sink(
-                        &e.entry.sink_name,
-                        &e.entry.row.source_id,
-                        e.entry.row.sink,
-                    ),
+                    output::dlq_sink(&e.entry.sink_name, &e.entry.row.source_id, e.entry.row.sink),
                     format!("{} ago", output::age(now.saturating_sub(e.entry.row.at))),
                     e.entry.row.event_type.clone().unwrap_or_else(|| "-".into()),
                 ]

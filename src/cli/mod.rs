@@ -356,7 +356,7 @@ pub enum TenantsCommand {
         #[command(flatten)]
         admin: AdminArg,
         /// What to delete: pending (due rows: first attempts and retries),
-        /// dead, or both.
+        /// dead, or both as `pending,dead`.
         #[arg(long, value_delimiter = ',', required = true)]
         kinds: Vec<String>,
         /// Only count what would be deleted (audited too).
