@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use common::{config_dispatching, metric, write_config, Daemon, BIN};
 use serde_json::Value;
 
-/// The index family's largest live SST of a stopped store.
-fn index_sst(store: &Path) -> std::path::PathBuf {
+/// `family`'s largest live SST of a stopped store.
+fn largest_sst(store: &Path, family: &str) -> std::path::PathBuf {
     let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), store).unwrap();
     let db = rocksdb::DB::open_cf_for_read_only(&rocksdb::Options::default(), store, &names, false)
         .unwrap();
@@ -32,9 +32,9 @@ fn index_sst(store: &Path) -> std::path::PathBuf {
         .live_files()
         .unwrap()
         .into_iter()
-        .filter(|f| f.column_family_name == "index")
+        .filter(|f| f.column_family_name == family)
         .max_by_key(|f| f.size)
-        .expect("the fixture has an index table file");
+        .unwrap_or_else(|| panic!("the fixture has a {family} table file"));
     store.join(f.name.trim_start_matches('/'))
 }
 
@@ -89,7 +89,7 @@ async fn a_damaged_table_file_is_named_reported_and_served_around() {
     ]);
     let backup_path = backup["path"].as_str().unwrap().to_owned();
 
-    let sst = index_sst(&store);
+    let sst = largest_sst(&store, "index");
     let name = sst.file_name().unwrap().to_str().unwrap().to_owned();
     damage(&sst);
 
@@ -189,21 +189,6 @@ async fn a_damaged_table_file_is_named_reported_and_served_around() {
     d.stop_clean();
 }
 
-/// The hooks family's largest live SST of a stopped store.
-fn hooks_sst(store: &Path) -> std::path::PathBuf {
-    let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), store).unwrap();
-    let db = rocksdb::DB::open_cf_for_read_only(&rocksdb::Options::default(), store, &names, false)
-        .unwrap();
-    let f = db
-        .live_files()
-        .unwrap()
-        .into_iter()
-        .filter(|f| f.column_family_name == "hooks")
-        .max_by_key(|f| f.size)
-        .expect("the fixture has a hooks table file");
-    store.join(f.name.trim_start_matches('/'))
-}
-
 /// Issue 35's gap: a point read (a hook by id, as a delivery and `dlq show`
 /// read it) of a damaged block is `StoreError::Damaged` naming the file,
 /// recorded for `/healthz`, never another error, a missing hook or other
@@ -236,7 +221,7 @@ fn a_point_read_of_a_damaged_block_is_named_and_the_rest_reads() {
             .map(|seq| ankusa_store::queries::hook(&s, seq).unwrap())
             .collect()
     };
-    let sst = hooks_sst(&store);
+    let sst = largest_sst(&store, "hooks");
     let name = sst.file_name().unwrap().to_str().unwrap().to_owned();
     damage(&sst);
     let s = ankusa_store::Store::open_read_only(&store).unwrap();
