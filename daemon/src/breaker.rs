@@ -134,7 +134,7 @@ pub enum Action {
 
 /// How a probe or any attempt went, as the breaker counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum AttemptResult {
     /// Delivered, or answered for good (a permanent refusal).
     Answered,
     /// A retryable failure.
@@ -229,8 +229,8 @@ impl Breaker {
     }
 
     /// An attempt of row `seq` to the sink ended at `now`.
-    pub fn record(&mut self, now: u64, seq: u64, outcome: Outcome) -> Option<Transition> {
-        let failed = outcome == Outcome::Failed;
+    pub fn record(&mut self, now: u64, seq: u64, outcome: AttemptResult) -> Option<Transition> {
+        let failed = outcome == AttemptResult::Failed;
         match self.state {
             State::Closed => {
                 let (attempts, failures) = self.tally(now / 1000, failed);
@@ -511,7 +511,7 @@ impl Breakers {
 
     /// An attempt of row `seq` to the sink ended (the deliverer, after
     /// every attempt).
-    pub fn record(&self, source: &str, sink: u16, seq: u64, outcome: Outcome, now: u64) {
+    pub fn record(&self, source: &str, sink: u16, seq: u64, outcome: AttemptResult, now: u64) {
         if let Some(Some(t)) = self.with(source, sink, |b| b.record(now, seq, outcome)) {
             Self::log(source, sink, &t);
             self.wake.notify_one();
@@ -760,7 +760,7 @@ mod tests {
     /// Trips it (3 failures) and writes its pause: open at `at`.
     fn opened(b: &mut Breaker, at: u64) {
         for s in 0..3 {
-            b.record(at, s, Outcome::Failed);
+            b.record(at, s, AttemptResult::Failed);
         }
         assert_eq!(b.step(at, None), (Some(Action::Pause), None));
         assert_eq!(b.paused(at, Origin::Breaker), None);
@@ -769,15 +769,15 @@ mod tests {
     #[test]
     fn consecutive_failures_trip_it_and_a_success_breaks_the_streak() {
         let mut b = Breaker::new(policy());
-        assert!(b.record(T0, 1, Outcome::Failed).is_none());
-        assert!(b.record(T0, 2, Outcome::Failed).is_none());
+        assert!(b.record(T0, 1, AttemptResult::Failed).is_none());
+        assert!(b.record(T0, 2, AttemptResult::Failed).is_none());
         assert!(
-            b.record(T0, 3, Outcome::Answered).is_none(),
+            b.record(T0, 3, AttemptResult::Answered).is_none(),
             "a success resets the streak"
         );
-        assert!(b.record(T0, 4, Outcome::Failed).is_none());
-        assert!(b.record(T0, 5, Outcome::Failed).is_none());
-        let t = b.record(T0 + 7, 6, Outcome::Failed).unwrap();
+        assert!(b.record(T0, 4, AttemptResult::Failed).is_none());
+        assert!(b.record(T0, 5, AttemptResult::Failed).is_none());
+        let t = b.record(T0 + 7, 6, AttemptResult::Failed).unwrap();
         assert_eq!((t.from, t.to), (BreakerState::Closed, BreakerState::Open));
         assert!(t.why.contains("3 consecutive failures"), "{}", t.why);
         let v = b.view();
@@ -788,7 +788,7 @@ mod tests {
         // Until the pause is written it asks for it, whatever the store says.
         assert_eq!(b.step(T0 + 8, None), (Some(Action::Pause), None));
         assert!(
-            b.record(T0 + 9, 7, Outcome::Failed).is_none(),
+            b.record(T0 + 9, 7, AttemptResult::Failed).is_none(),
             "stragglers decide nothing"
         );
         assert_eq!(b.paused(T0 + 10, Origin::Breaker), None);
@@ -813,20 +813,20 @@ mod tests {
             open_max: 5_000,
         });
         // 3 failures of 4: over the ratio, under the minimum.
-        b.record(T0, 1, Outcome::Failed);
-        b.record(T0, 2, Outcome::Answered);
-        b.record(T0 + 1_000, 3, Outcome::Failed);
-        assert!(b.record(T0 + 1_000, 4, Outcome::Failed).is_none());
+        b.record(T0, 1, AttemptResult::Failed);
+        b.record(T0, 2, AttemptResult::Answered);
+        b.record(T0 + 1_000, 3, AttemptResult::Failed);
+        assert!(b.record(T0 + 1_000, 4, AttemptResult::Failed).is_none());
         assert_eq!(state(&b), BreakerState::Closed);
         // 11 s later the first four are gone: 2 failures of 6 is under half.
         for s in 5..9 {
-            b.record(T0 + 12_000, s, Outcome::Answered);
+            b.record(T0 + 12_000, s, AttemptResult::Answered);
         }
-        b.record(T0 + 12_000, 9, Outcome::Failed);
-        assert!(b.record(T0 + 12_000, 10, Outcome::Failed).is_none());
+        b.record(T0 + 12_000, 9, AttemptResult::Failed);
+        assert!(b.record(T0 + 12_000, 10, AttemptResult::Failed).is_none());
         // A third failure: 3 of 7 is under half; a fourth, 4 of 8, trips.
-        assert!(b.record(T0 + 13_000, 11, Outcome::Failed).is_none());
-        let t = b.record(T0 + 13_000, 12, Outcome::Failed).unwrap();
+        assert!(b.record(T0 + 13_000, 11, AttemptResult::Failed).is_none());
+        let t = b.record(T0 + 13_000, 12, AttemptResult::Failed).unwrap();
         assert!(t.why.contains("4 of 8 attempts failed in 10s"), "{}", t.why);
     }
 
@@ -848,10 +848,10 @@ mod tests {
             b.probing(probe);
             assert!(!b.wants_probe(now), "exactly one probe");
             assert!(
-                b.record(now, probe + 1000, Outcome::Failed).is_none(),
+                b.record(now, probe + 1000, AttemptResult::Failed).is_none(),
                 "only the probe decides"
             );
-            let t = b.record(now + 5, probe, Outcome::Failed).unwrap();
+            let t = b.record(now + 5, probe, AttemptResult::Failed).unwrap();
             assert_eq!((t.from, t.to), (BreakerState::HalfOpen, BreakerState::Open));
             backoffs.push(b.view().backoff_ms);
             now = b.view().next_probe_at.unwrap();
@@ -863,7 +863,7 @@ mod tests {
         // Recovered: the probe delivers, the pause is lifted, closed.
         b.step(now, paused);
         b.probing(7);
-        let t = b.record(now, 7, Outcome::Answered).unwrap();
+        let t = b.record(now, 7, AttemptResult::Answered).unwrap();
         assert_eq!(t.why, "the probe succeeded");
         assert_eq!(b.step(now, paused), (Some(Action::Lift), None));
         let t = b.lifted("resumed").unwrap();
@@ -875,8 +875,8 @@ mod tests {
             (BreakerState::Closed, None, 1_000)
         );
         // And counts from nothing: two failures do not trip it.
-        b.record(now, 1, Outcome::Failed);
-        assert!(b.record(now, 2, Outcome::Failed).is_none());
+        b.record(now, 1, AttemptResult::Failed);
+        assert!(b.record(now, 2, AttemptResult::Failed).is_none());
     }
 
     #[test]
@@ -907,7 +907,7 @@ mod tests {
         // aside (closed), never asks to lift it.
         let mut b = Breaker::new(policy());
         for s in 0..3 {
-            b.record(T0, s, Outcome::Failed);
+            b.record(T0, s, AttemptResult::Failed);
         }
         assert_eq!(
             b.step(T0, Some((Origin::Operator, T0 - 5))),
@@ -928,7 +928,7 @@ mod tests {
         opened(&mut b, T0);
         b.step(T0 + 1_000, Some((Origin::Breaker, T0)));
         b.probing(1);
-        b.record(T0 + 1_001, 1, Outcome::Answered);
+        b.record(T0 + 1_001, 1, AttemptResult::Answered);
         let (a, t) = b.step(T0 + 1_002, Some((Origin::Operator, T0 + 1_001)));
         assert_eq!((a, t.unwrap().to), (None, BreakerState::Closed));
         // Half-open, and the operator resumes: reset to closed, streak gone.
@@ -941,12 +941,12 @@ mod tests {
         assert_eq!((a, t.to), (None, BreakerState::Closed));
         assert!(t.why.contains("operator resumed"), "{}", t.why);
         assert!(
-            b.record(T0 + 1_200, 1, Outcome::Failed).is_none(),
+            b.record(T0 + 1_200, 1, AttemptResult::Failed).is_none(),
             "the old probe is a plain attempt now"
         );
-        assert!(b.record(T0 + 1_200, 2, Outcome::Failed).is_none());
+        assert!(b.record(T0 + 1_200, 2, AttemptResult::Failed).is_none());
         assert!(
-            b.record(T0 + 1_200, 3, Outcome::Failed).is_some(),
+            b.record(T0 + 1_200, 3, AttemptResult::Failed).is_some(),
             "counting again from nothing"
         );
         assert_eq!(b.view().trips, 2);

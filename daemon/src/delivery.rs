@@ -259,9 +259,9 @@ impl Deliverer {
                         row.sink,
                         row.seq,
                         match verdict {
-                            Verdict::Retry { .. } => super::breaker::Outcome::Failed,
+                            Verdict::Retry { .. } => super::breaker::AttemptResult::Failed,
                             Verdict::Delivered { .. } | Verdict::Permanent { .. } => {
-                                super::breaker::Outcome::Answered
+                                super::breaker::AttemptResult::Answered
                             }
                         },
                         self.clock.now_ms(),

@@ -73,7 +73,7 @@ pub struct ActiveSet {
     /// stepped over the tombstone of every row claimed before it; a lone
     /// tenant draining a backlog posted within a second spent 44% of the
     /// daemon's CPU doing so, and its drain slowed as it went (issue 19).
-    pub(super) cleared: HashMap<u32, (u64, u64, u16)>,
+    pub(super) claimed_through: HashMap<u32, (u64, u64, u16)>,
     /// Markers the last walk read (what `refresh` costs).
     pub(super) walked: usize,
     /// Per tenant, the source (by index) it is grouped under: the source of
@@ -242,11 +242,11 @@ impl ActiveSet {
                 for (o, k) in written {
                     self.quiet.remove(&o);
                     if self
-                        .cleared
+                        .claimed_through
                         .get(&o)
                         .is_some_and(|&c| (k.at, k.seq, k.sink) <= c)
                     {
-                        self.cleared.remove(&o);
+                        self.claimed_through.remove(&o);
                     }
                     // A row due before the skip point: its due time was
                     // taken before a tick walked past it, and it committed
@@ -268,18 +268,18 @@ impl ActiveSet {
         recorded
     }
 
-    /// Drops every skip point, quiet tenant and cleared point: the next
+    /// Drops every skip point, quiet tenant and claimed-through point: the next
     /// visits read every head again from its oldest second.
     pub(super) fn forget_heads(&mut self) {
         self.skip.clear();
         self.quiet.clear();
-        self.cleared.clear();
+        self.claimed_through.clear();
     }
 
-    /// Where a visit of the tenant's head starts: after its cleared point
+    /// Where a visit of the tenant's head starts: after its claimed-through point
     /// when that is past `floor` (ms), else at `floor`.
     pub(super) fn start(&self, ord: u32, floor: u64) -> DueFrom {
-        match self.cleared.get(&ord) {
+        match self.claimed_through.get(&ord) {
             Some(&(at, seq, sink)) if at >= floor => DueFrom::After { at, seq, sink },
             _ => DueFrom::At(floor),
         }
@@ -330,7 +330,7 @@ impl ActiveSet {
                 self.homes.remove(&ord);
                 self.skip.remove(&ord);
                 self.quiet.remove(&ord);
-                self.cleared.remove(&ord);
+                self.claimed_through.remove(&ord);
             }
         }
         self.seen

@@ -30,7 +30,7 @@ pub(super) struct Head {
     pub(super) waits: Vec<SinkKey>,
     /// How many of `rows` the walk from the visit's start met before any
     /// row that may not go: if the tick claims them, nothing of the tenant
-    /// is left before the last (see `ActiveSet::cleared`).
+    /// is left before the last (see `ActiveSet::claimed_through`).
     pub(super) lead: usize,
     /// Whether the walk under way still counts into `lead`.
     pub(super) lead_open: bool,

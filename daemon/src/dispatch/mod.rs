@@ -418,12 +418,15 @@ impl Dispatcher {
                 }
             }
             steer.charge(now, defaults, by_tenant, by_sink);
-            if !plan.cleared.is_empty() {
+            if !plan.claimed_through.is_empty() {
                 let mut state = self
                     .sched
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                state.1.cleared.extend(plan.cleared.iter().copied());
+                state
+                    .1
+                    .claimed_through
+                    .extend(plan.claimed_through.iter().copied());
             }
             self.metrics
                 .dispatch

@@ -24,8 +24,8 @@ pub struct TickPlan {
     /// Per tenant, the rows to claim and the sink each counts against.
     pub claims: Vec<Vec<(DueRow, Option<SinkKey>)>>,
     /// Per tenant whose head up to a row is claimed by `claims`, that row
-    /// (`ActiveSet::cleared`, once the claim is committed).
-    pub cleared: Vec<(u32, (u64, u64, u16))>,
+    /// (`ActiveSet::claimed_through`, once the claim is committed).
+    pub claimed_through: Vec<(u32, (u64, u64, u16))>,
     pub markers: Vec<Visit>,
     /// Due rows met that do not decode: the claim quarantines them.
     pub bad: Vec<Undecodable>,
@@ -375,7 +375,7 @@ pub fn plan_tick(
         return Err(e);
     }
     let mut claims = Vec::with_capacity(plan.len());
-    let mut cleared = Vec::new();
+    let mut claimed_through = Vec::new();
     for c in plan {
         let Some(cand) = index.get(&c.tenant).and_then(|&i| read.get_mut(i)) else {
             continue;
@@ -392,7 +392,7 @@ pub fn plan_tick(
             .take_while(|r| claimed.next() == Some((r.seq, r.sink)))
             .last();
         if let Some(r) = last {
-            cleared.push((c.tenant, (r.at, r.seq, r.sink)));
+            claimed_through.push((c.tenant, (r.at, r.seq, r.sink)));
             cand.visit.from = DueFrom::After {
                 at: r.at,
                 seq: r.seq,
@@ -404,7 +404,7 @@ pub fn plan_tick(
     Ok(TickPlan {
         visited: read.len(),
         claims,
-        cleared,
+        claimed_through,
         markers: read.into_iter().map(|c| c.visit).collect(),
         bad,
         park,
