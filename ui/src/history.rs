@@ -5,7 +5,10 @@
 //! Invariants:
 //! - At most [`MAX`] commands are kept, in memory and in the file (the file
 //!   is rewritten whole, through a temporary file and a rename, so a crash
-//!   leaves the old file or the new one).
+//!   leaves the old file or the new one). It is not synced: the write
+//!   happens on the console's own thread when a command is given, and a
+//!   history lost to a power cut costs nothing, while an fsync there could
+//!   freeze the screen on a slow disk.
 //! - A line that could hold a secret is never kept: the prompt takes no
 //!   token, but a command naming `token`, `secret`, `bearer` or `whsec_` is
 //!   left out, and guard confirmations are typed in the guard, never here.
@@ -141,16 +144,19 @@ fn save(file: &Path, entries: &VecDeque<String>) -> std::io::Result<()> {
             .create(dir)?;
     }
     let tmp = file.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut f = std::io::BufWriter::new(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?,
+    );
     for e in entries {
         writeln!(f, "{e}")?;
     }
-    f.sync_all()?;
+    f.flush()?;
+    drop(f);
     std::fs::rename(&tmp, file)
 }
 
