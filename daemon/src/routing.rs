@@ -143,11 +143,7 @@ pub fn check_events(events: Option<&[String]>) -> Result<Option<Vec<Pattern>>, S
 
 /// Whether a sink with `events` takes a hook of type `t`.
 pub fn subscribed(events: Option<&[Pattern]>, t: Option<&str>) -> bool {
-    match (events, t) {
-        (None, _) => true,
-        (Some(_), None) => false,
-        (Some(ps), Some(t)) => ps.iter().any(|p| p.matches(t)),
-    }
+    events.is_none_or(|ps| ps.iter().any(|p| p.matches_hook(t)))
 }
 
 /// The positions of `set` whose sink takes a hook of type `t`;

@@ -56,6 +56,11 @@ impl Pattern {
             Pattern::Prefix(p) => t.starts_with(p.as_str()),
         }
     }
+
+    /// Whether a hook of type `t` matches; a hook without a type never does.
+    pub fn matches_hook(&self, t: Option<&str>) -> bool {
+        t.is_some_and(|t| self.matches(t))
+    }
 }
 
 impl fmt::Display for Pattern {

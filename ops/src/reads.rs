@@ -308,7 +308,7 @@ pub fn dlq_page(
                 .is_none_or(|k| row.sink == k.sink && row.source_id == k.source)
                 && pattern
                     .as_ref()
-                    .is_none_or(|p| row.event_type.as_deref().is_some_and(|t| p.matches(t)))
+                    .is_none_or(|p| p.matches_hook(row.event_type.as_deref()))
         })?
     };
     let mut names = std::collections::HashMap::new();

@@ -280,10 +280,8 @@ impl Feed {
             Some(p) => {
                 let p = ankusa_ops::event_type::Pattern::parse(p).ok();
                 ankusa_ops::reads::filtered_page(s, ord, order, cursor, limit, |row| {
-                    match (&p, row.event_type.as_deref()) {
-                        (Some(p), Some(t)) => p.matches(t),
-                        _ => false,
-                    }
+                    p.as_ref()
+                        .is_some_and(|p| p.matches_hook(row.event_type.as_deref()))
                 })?
             }
         };
