@@ -23,24 +23,34 @@ struct ConsoleDryRuns {
     replay: u64,
 }
 
-/// The console's guards in WRITE mode on a stopped store: `:tenant NAME`
-/// then `P` (a purge of pending and dead), and `R` on the DLQ's newest row.
-fn console_dry_runs(store: &Path) -> ConsoleDryRuns {
-    let now = ankusa_store::system_now_ms();
+/// The console's feed in WRITE mode on a stopped store.
+fn write_feed(store: &Path, now: u64) -> Feed {
     let req = OpenRequest {
         path: store.to_path_buf(),
         write: true,
         ..OpenRequest::default()
     };
-    let mut feed = Feed::open(&req, now).expect("open the console's feed");
-    let mut ask = |r: Request| feed.execute(&r, now, &mut |_| {}).expect("a reply");
-    let ord = match ask(Request::TenantByName {
+    Feed::open(&req, now).expect("open the console's feed")
+}
+
+/// [`TENANT`]'s ordinal, as `:tenant NAME` finds it.
+fn tenant_ord(ask: &mut impl FnMut(Request) -> Reply) -> u32 {
+    match ask(Request::TenantByName {
         name: TENANT.into(),
         dlq: false,
     }) {
         Reply::TenantByName(_, Some(ord)) => ord,
         other => panic!("{TENANT} not found: {other:?}"),
-    };
+    }
+}
+
+/// The console's guards in WRITE mode on a stopped store: `:tenant NAME`
+/// then `P` (a purge of pending and dead), and `R` on the DLQ's newest row.
+fn console_dry_runs(store: &Path) -> ConsoleDryRuns {
+    let now = ankusa_store::system_now_ms();
+    let mut feed = write_feed(store, now);
+    let mut ask = |r: Request| feed.execute(&r, now, &mut |_| {}).expect("a reply");
+    let ord = tenant_ord(&mut ask);
     let count = |reply| match reply {
         Reply::DryRun(_, n) => n,
         other => panic!("not a dry run: {other:?}"),
@@ -199,23 +209,9 @@ fn the_actions_screens_command_lines_do_what_the_console_did() {
     fixture(b.path(), 20, 600);
     let (sa, sb) = (a.path().join("store"), b.path().join("store"));
     let now = ankusa_store::system_now_ms();
-    let mut feed = Feed::open(
-        &OpenRequest {
-            path: sa.clone(),
-            write: true,
-            ..OpenRequest::default()
-        },
-        now,
-    )
-    .expect("open the console's feed");
+    let mut feed = write_feed(&sa, now);
     let mut ask = |r: Request| feed.execute(&r, now, &mut |_| {}).expect("a reply");
-    let ord = match ask(Request::TenantByName {
-        name: TENANT.into(),
-        dlq: false,
-    }) {
-        Reply::TenantByName(_, Some(ord)) => ord,
-        other => panic!("{TENANT} not found: {other:?}"),
-    };
+    let ord = tenant_ord(&mut ask);
     let dead = match ask(Request::Dlq {
         ord: Some(ord),
         cursor: None,

@@ -16,7 +16,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::HeaderMap;
 use nix::sys::signal::{kill, Signal};
 
-use crate::common::{self, ankusa, write_config, Daemon};
+use crate::common::{self, write_config, Daemon};
 
 /// Hook ids each sink path received.
 #[derive(Clone, Default)]
@@ -150,18 +150,7 @@ async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
 
 /// `ankusa ARGS` off the runtime's workers; (exit code, stdout, stderr).
 async fn run(args: &[&str]) -> (i32, String, String) {
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = ankusa(&a);
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
+    common::ankusa_async(args).await
 }
 
 fn hup(d: &Daemon) {

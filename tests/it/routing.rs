@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 
-use crate::common::{self, ankusa, ankusa_json, write_config, Daemon};
+use crate::common::{self, ankusa_async, ankusa_json, write_config, Daemon};
 
 /// The `type` of each body each sink path received.
 #[derive(Clone, Default)]
@@ -50,6 +50,15 @@ async fn take(
     }
 }
 
+/// The loopback sink the tests post to: every path records its bodies'
+/// types, `/reject` answers 400. Returns its base URL.
+async fn start_sinks(sinks: &Sinks) -> String {
+    let app = axum::Router::new()
+        .route("/{path}", axum::routing::post(take))
+        .with_state(sinks.clone());
+    common::serve_loopback(app).await
+}
+
 fn config(sink: &str, crm_events: &str) -> String {
     format!(
         "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\ntick = \"10ms\"\n\n\
@@ -71,28 +80,11 @@ async fn wait_for(what: &str, f: impl Fn() -> bool) {
     }
 }
 
-async fn run(args: Vec<String>) -> (i32, String, String) {
-    tokio::task::spawn_blocking(move || {
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = ankusa(&a);
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hooks_go_only_to_the_sinks_that_subscribe_to_their_type() {
     let dir = tempfile::tempdir().unwrap();
     let sinks = Sinks::default();
-    let app = axum::Router::new()
-        .route("/{path}", axum::routing::post(take))
-        .with_state(sinks.clone());
-    let sink = common::serve_loopback(app).await;
+    let sink = start_sinks(&sinks).await;
     write_config(dir.path(), &config(&sink, "[\"customer.created\"]"));
     let d = Daemon::start(dir.path());
     let c = common::client();
@@ -212,23 +204,16 @@ async fn hooks_go_only_to_the_sinks_that_subscribe_to_their_type() {
     assert_eq!(entries[0]["sink_name"], "billing/strict");
     assert!(list("customer.*")["entries"].as_array().unwrap().is_empty());
     let id = entries[0]["hook_id"].as_str().unwrap().to_owned();
-    let (code, out, err) = run(vec![
-        "dlq".into(),
-        "show".into(),
-        id,
-        "--store".into(),
-        store_s.clone(),
-    ])
-    .await;
+    let (code, out, err) = ankusa_async(&["dlq", "show", &id, "--store", &store_s]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("event type   invoice.paid"), "{out}");
-    let (code, _, err) = run(vec![
-        "dlq".into(),
-        "list".into(),
-        "--store".into(),
-        store_s.clone(),
-        "--event-type".into(),
-        "in*voice".into(),
+    let (code, _, err) = ankusa_async(&[
+        "dlq",
+        "list",
+        "--store",
+        &store_s,
+        "--event-type",
+        "in*voice",
     ])
     .await;
     assert_eq!(code, 2, "a bad pattern is a usage error: {err}");
@@ -241,13 +226,7 @@ async fn hooks_go_only_to_the_sinks_that_subscribe_to_their_type() {
         &config(&sink, "[\"customer.created\", \"order.*\"]"),
     );
     let cfg = dir.path().join("ankusa.toml").to_str().unwrap().to_owned();
-    let (code, out, err) = run(vec![
-        "config".into(),
-        "reload".into(),
-        "--config".into(),
-        cfg,
-    ])
-    .await;
+    let (code, out, err) = ankusa_async(&["config", "reload", "--config", &cfg]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("events [customer.created] -> [customer.created, order.*]"),
@@ -285,10 +264,7 @@ async fn hooks_go_only_to_the_sinks_that_subscribe_to_their_type() {
 async fn a_restart_on_a_reordered_file_keeps_each_sinks_rows() {
     let dir = tempfile::tempdir().unwrap();
     let sinks = Sinks::default();
-    let app = axum::Router::new()
-        .route("/{path}", axum::routing::post(take))
-        .with_state(sinks.clone());
-    let sink = common::serve_loopback(app).await;
+    let sink = start_sinks(&sinks).await;
     let file = |dispatch: bool, order: [&str; 2]| {
         let mut s = format!(
             "[store]\npath = \"store\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n[dispatch]\nenabled = {dispatch}\ntick = \"10ms\"\n\n\

@@ -38,6 +38,24 @@ fn largest_sst(store: &Path, family: &str) -> std::path::PathBuf {
     store.join(f.name.trim_start_matches('/'))
 }
 
+/// The damage tests' store: 40 tenants, 20,000 rows.
+fn fixture(store: &str) {
+    common::ankusa_ok(&[
+        "store",
+        "fixture",
+        "--format",
+        "3",
+        "--out",
+        store,
+        "--tenants",
+        "40",
+        "--rows",
+        "20000",
+        "--seed",
+        "11",
+    ]);
+}
+
 /// Flips 32 bytes a third of the way into `file`, written as a new file
 /// renamed over it: a backup's hard link keeps the original, as a backup
 /// on another disk would.
@@ -63,20 +81,7 @@ async fn a_damaged_table_file_is_named_reported_and_served_around() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let store_arg = store.to_str().unwrap();
-    common::ankusa_ok(&[
-        "store",
-        "fixture",
-        "--format",
-        "3",
-        "--out",
-        store_arg,
-        "--tenants",
-        "40",
-        "--rows",
-        "20000",
-        "--seed",
-        "11",
-    ]);
+    fixture(store_arg);
     let backups = dir.path().join("backups");
     let backup = common::ankusa_json(&[
         "store",
@@ -199,20 +204,7 @@ fn a_point_read_of_a_damaged_block_is_named_and_the_rest_reads() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let store_arg = store.to_str().unwrap();
-    common::ankusa_ok(&[
-        "store",
-        "fixture",
-        "--format",
-        "3",
-        "--out",
-        store_arg,
-        "--tenants",
-        "40",
-        "--rows",
-        "20000",
-        "--seed",
-        "11",
-    ]);
+    fixture(store_arg);
     // What every hook reads as before the damage.
     let before: Vec<Option<ankusa_store::Envelope>> = {
         let s = ankusa_store::Store::open_read_only(&store).unwrap();

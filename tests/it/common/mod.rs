@@ -402,6 +402,23 @@ pub fn ankusa(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// [`ankusa`] off the runtime's workers, for async tests: its exit code
+/// (-1 for a signal), standard output and standard error.
+pub async fn ankusa_async(args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ankusa(&a);
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
 /// [`ankusa`] that must succeed; its standard output.
 pub fn ankusa_ok(args: &[&str]) -> String {
     let o = ankusa(args);
