@@ -210,14 +210,24 @@ async fn the_alert_rules_and_the_dashboard_name_only_metrics_the_daemon_serves()
         out
     };
     let dir = tempfile::tempdir().unwrap();
-    // Dispatching, with every tenant capped at one row in flight and a
-    // backlog of a few: the tenant-over-policy series has a sample.
+    // Dispatching, with every tenant capped at one row in flight, a sink
+    // that never answers (so the one row stays in flight and the rest stay
+    // due: the tenant is held on every visit) and a backlog of a few: the
+    // tenant-over-policy series has a sample. (A sink that refused at once
+    // let the breaker park the rows before a scrape saw the tenant held.)
+    let hang = axum::Router::new().route(
+        "/",
+        axum::routing::post(|| async { std::future::pending::<&'static str>().await }),
+    );
+    let hung = crate::common::serve_loopback(hang).await;
     crate::common::write_config(
         dir.path(),
         &crate::common::config_dispatching(
             "tick = \"10ms\"",
             "[tenants]\ncap = 1\n",
-            "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"http://127.0.0.1:9/\"\n[sources.sinks.breaker]\nfailures = 3\n",
+            &format!(
+                "[[sources]]\nid = \"shop\"\n\n[[sources.sinks]]\nurl = \"{hung}/\"\ntimeout = \"30s\"\n[sources.sinks.breaker]\nfailures = 3\n"
+            ),
         ),
     );
     let d = crate::common::Daemon::start(dir.path());
