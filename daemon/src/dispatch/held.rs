@@ -12,11 +12,20 @@
 //! it, and so does going unvisited for [`STALE_MS`] (it left the active
 //! set: nothing of it is due). So the table is bounded by the active
 //! tenants.
+//!
+//! Cost: a tick's [`PolicyHeld::note`] is O(tenants visited). The sweep of
+//! stale entries and the top-N the metrics show ([`PolicyHeld::report`])
+//! walk the whole table, so the dispatcher asks for them at most once every
+//! [`REPORT_MS`], not every tick: with a `[tenants] rate` default every
+//! backlogged tenant can be held at once.
 
 use std::collections::HashMap;
 
 /// A held tenant not visited for this long has left the active set.
 pub const STALE_MS: u64 = 10_000;
+
+/// The metrics' view of the table is rebuilt at most this often.
+pub const REPORT_MS: u64 = 1_000;
 
 #[derive(Debug, Clone)]
 struct Held {
@@ -36,6 +45,7 @@ pub struct PolicyHeld {
 impl PolicyHeld {
     /// Records one tick's visits at `now`: each tenant visited and whether
     /// its policy held it. `name` is asked once per tenant newly held.
+    /// O(visits): stale entries go at the next [`PolicyHeld::report`].
     pub fn note(
         &mut self,
         now: u64,
@@ -54,20 +64,30 @@ impl PolicyHeld {
             });
             h.seen = now;
         }
-        self.tenants
-            .retain(|_, h| now.saturating_sub(h.seen) < STALE_MS);
     }
 
-    /// How many tenants are held, and the `top` held longest by name with
-    /// the milliseconds held, longest first.
-    pub fn report(&self, now: u64, top: usize) -> (usize, Vec<(String, u64)>) {
-        let mut named: Vec<(String, u64)> = self
+    /// Drops the tenants unvisited for [`STALE_MS`], then says how many
+    /// are held and which `top` have been held longest, by name with the
+    /// milliseconds held, longest first. O(table): the top is selected in
+    /// linear time, and only its names are copied.
+    pub fn report(&mut self, now: u64, top: usize) -> (usize, Vec<(String, u64)>) {
+        self.tenants
+            .retain(|_, h| now.saturating_sub(h.seen) < STALE_MS);
+        let mut named: Vec<(&str, u64)> = self
             .tenants
             .values()
-            .filter_map(|h| Some((h.name.clone()?, now.saturating_sub(h.since))))
+            .filter_map(|h| Some((h.name.as_deref()?, now.saturating_sub(h.since))))
             .collect();
-        named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let longest = |a: &(&str, u64), b: &(&str, u64)| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0));
+        if named.len() > top && top > 0 {
+            named.select_nth_unstable_by(top - 1, longest);
+        }
         named.truncate(top);
+        named.sort_by(longest);
+        let named = named
+            .into_iter()
+            .map(|(n, ms)| (n.to_owned(), ms))
+            .collect();
         (self.tenants.len(), named)
     }
 
@@ -107,6 +127,19 @@ mod tests {
         assert_eq!(h.report(STALE_MS - 1, 3).1.len(), 3);
         h.note(STALE_MS, &[(7, true)], name);
         assert_eq!(h.report(STALE_MS, 3).0, 1, "the other 49 went unvisited");
+        // The top is the held longest, in order, whatever the table's order.
+        let mut t = PolicyHeld::default();
+        for o in (0..200u32).rev() {
+            t.note(u64::from(o) * 10, &[(o, true)], name);
+        }
+        t.note(
+            5_000,
+            &(0..200u32).map(|o| (o, true)).collect::<Vec<_>>(),
+            name,
+        );
+        let top: Vec<String> = t.report(5_000, 10).1.into_iter().map(|x| x.0).collect();
+        let want: Vec<String> = (0..10).map(|o| format!("t{o}")).collect();
+        assert_eq!(top, want);
         let mut asked = 0;
         h.note(STALE_MS + 1, &[(7, true), (8, true)], |o| {
             asked += 1;

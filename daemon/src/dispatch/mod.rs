@@ -458,7 +458,7 @@ impl Dispatcher {
                 _ => None,
             },
         );
-        self.note_held(&steer, now);
+        self.note_held(&mut steer, now);
         drop(steer);
         drop(rows_guard);
         self.metrics
@@ -546,7 +546,16 @@ impl Dispatcher {
         g[1].store(s as u64, Ordering::Relaxed);
     }
 
-    fn note_held(&self, steer: &Steering, now: u64) {
+    /// The metrics' view of the held tenants, rebuilt at most once every
+    /// `held::REPORT_MS` (the rebuild walks the whole table).
+    fn note_held(&self, steer: &mut Steering, now: u64) {
+        if steer
+            .held_reported_at
+            .is_some_and(|at| now.saturating_sub(at) < held::REPORT_MS)
+        {
+            return;
+        }
+        steer.held_reported_at = Some(now);
         let (n, top) = steer.held.report(now, crate::metrics::TOP_TENANTS);
         let m = &self.metrics.dispatch;
         m.policy_held.store(n as u64, Ordering::Relaxed);

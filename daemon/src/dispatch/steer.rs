@@ -173,6 +173,8 @@ pub struct Steering {
     ticks: u64,
     /// The tenants found over their policy, and since when.
     pub held: PolicyHeld,
+    /// When the metrics' view of `held` was last rebuilt.
+    pub held_reported_at: Option<u64>,
 }
 
 impl Steering {
