@@ -161,7 +161,8 @@ pub fn tenant_detail(
     let ord = who.tenant_ord(store, tenant)?;
     let (counters, totals) = queries::tallies(store, ord)?;
     // A parked row's due time is a placeholder, not a time to show.
-    let first = queries::first_due(store, ord)?.filter(|r| r.at < pauses::PARKED_AT);
+    let first = queries::first_due(store, ord, queries::DueFrom::At(0))?
+        .filter(|r| r.at < pauses::PARKED_AT);
     let dlq = queries::dlq_page_for_tenant(store, ord, None, 5)?;
     let paused = holding(store, tenant)?;
     let catalog = sinks::catalog(store)?;

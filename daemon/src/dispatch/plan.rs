@@ -152,7 +152,7 @@ pub fn plan_tick(
             // is left to the visit, which sets a damaged tenant aside and
             // quarantines a row that does not decode.
             let floor = a.bucket.saturating_mul(1000);
-            if let Ok(Some(row)) = queries::first_due_from(store, a.ord, floor) {
+            if let Ok(Some(row)) = queries::first_due(store, a.ord, queries::DueFrom::At(floor)) {
                 if row.at <= now {
                     if let Ok(src) = sinks.source(store, &row) {
                         home.insert(src.unwrap_or(UNCONFIGURED));
@@ -248,7 +248,8 @@ pub fn plan_tick(
             // Everything due waits: nothing to read again before its next
             // row comes due or something changes (see `ActiveSet::wake`).
             let until =
-                queries::first_due_at(store, a.ord, now.saturating_add(1))?.unwrap_or(u64::MAX);
+                queries::first_due_time(store, a.ord, queries::DueFrom::At(now.saturating_add(1)))?
+                    .unwrap_or(u64::MAX);
             set.quiet.insert(
                 a.ord,
                 Quiet {

@@ -947,7 +947,7 @@ fn a_failed_cleanup_keeps_the_rows_its_tick_claimed() {
     due_at(&store, 2, 8, now - 3_000);
     due_at(&store, 3, 8, now + 60_000);
     let mut b = Batch::new();
-    let head = ankusa_store::queries::first_due(&store, 8)
+    let head = ankusa_store::queries::first_due(&store, 8, queries::DueFrom::At(0))
         .unwrap()
         .unwrap();
     transitions::claim(&mut b, &head);

@@ -78,7 +78,9 @@ pub fn repair_markers(store: &Store) -> Result<Vec<u32>> {
     for chunk in with_work.chunks(REPAIR_CHUNK) {
         let mut firsts = Vec::with_capacity(chunk.len());
         for &ord in chunk {
-            if let Some(first) = crate::queries::first_due_at(store, ord, 0)? {
+            if let Some(first) =
+                crate::queries::first_due_time(store, ord, crate::queries::DueFrom::At(0))?
+            {
                 firsts.push(ActiveKey {
                     bucket: bucket_of(first),
                     ord,

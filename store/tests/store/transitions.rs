@@ -546,7 +546,9 @@ fn cleanup_keeps_the_marker_of_a_row_enqueued_into_a_stale_second() {
     );
     assert_consistent(&store);
     // Once claimed, the marker is stale and the next cleanup removes it.
-    let first = queries::first_due(&store, ord).unwrap().unwrap();
+    let first = queries::first_due(&store, ord, queries::DueFrom::At(0))
+        .unwrap()
+        .unwrap();
     let mut b = Batch::new();
     transitions::claim(&mut b, &first);
     store.commit(b, false).unwrap();

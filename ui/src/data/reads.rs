@@ -142,7 +142,7 @@ impl Feed {
             name,
             counters,
             totals,
-            first_due: queries::first_due(s, ord)?,
+            first_due: queries::first_due(s, ord, queries::DueFrom::At(0))?,
             heat: heatmap::count_row(s, ord, heat, now)?,
             dlq: queries::dlq_page_for_tenant(s, ord, None, dlq_limit)?,
             paused,

@@ -448,7 +448,7 @@ fn the_overview_shows_quarantined_rows() {
     {
         let store = Store::open(dir.path()).expect("open");
         let row = (1..50)
-            .find_map(|ord| queries::first_due(&store, ord).expect("read"))
+            .find_map(|ord| queries::first_due(&store, ord, queries::DueFrom::At(0)).expect("read"))
             .expect("a due row");
         // The due key's documented layout: D ord at seq sink.
         let mut key = vec![b'D'];
