@@ -1,5 +1,8 @@
 //! Unit tests of `config`.
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
 use super::*;
 use base64::Engine as _;
 
