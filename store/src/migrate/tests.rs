@@ -1,5 +1,14 @@
 //! Unit tests of `migrate`.
 
+use std::ops::ControlFlow;
+
+use crate::batch::Batch;
+use crate::keys::{self, bounds, prefix, DeadKey, V2DueKey, V2InflightKey};
+use crate::schema::Family;
+use crate::store::{Dir, Store};
+use crate::values::v2;
+
+use super::lookup::SeqIndex;
 use super::*;
 use crate::fixture::{self, FixtureSpec};
 

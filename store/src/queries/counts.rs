@@ -6,7 +6,7 @@
 use super::{oldest_due, top_pending, OldestDue, PendingTenant};
 use crate::counters::{decode_value, Counters, Field, Total, Totals};
 use crate::error::Result;
-use crate::keys::{self};
+use crate::keys;
 use crate::schema::Family;
 use crate::store::{Dir, Store};
 use serde::Serialize;

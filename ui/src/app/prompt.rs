@@ -6,7 +6,7 @@ use crate::commands::{self, Refused, What};
 use crate::data::{ActionScope, OpenMode, Request};
 use crate::fmt::quoted;
 use crate::keymap::Tab;
-use crate::popups::guard::{self};
+use crate::popups::guard;
 use crate::screens::tenants::SortKey;
 use crate::screens::{Next, Screen};
 use ankusa_store::counters::Field;
