@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin_api;
+mod admin_wire;
 mod audit_parity;
 mod backup;
 mod batch;
