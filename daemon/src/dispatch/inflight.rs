@@ -28,6 +28,12 @@ pub struct Inflight {
     pub(super) total: AtomicU64,
     /// Body bytes of the rows in flight: what `max_inflight_bytes` bounds.
     pub(super) bytes: AtomicU64,
+    /// Deliveries whose outcome could not be recorded: each leaves a row
+    /// inflight in the store that nobody here delivers, and a change of
+    /// this count is what makes the next tick return such rows to due.
+    /// The dispatcher's own count, not the metric of the same event: a
+    /// metric renders, it does not steer.
+    pub(super) unrecorded: AtomicU64,
     pub(super) idle: Notify,
 }
 
@@ -74,6 +80,18 @@ impl Inflight {
         if self.total.fetch_sub(1, Ordering::SeqCst) <= 1 {
             self.idle.notify_waiters();
         }
+    }
+
+    /// Notes a delivery whose outcome could not be recorded. Called after
+    /// [`Inflight::done`]: the row is out of the held set, so the sweep
+    /// this count triggers does not skip it.
+    pub(super) fn unrecorded(&self) {
+        self.unrecorded.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Deliveries whose outcome could not be recorded, since boot.
+    pub(super) fn unrecorded_count(&self) -> u64 {
+        self.unrecorded.load(Ordering::SeqCst)
     }
 
     pub fn total(&self) -> u64 {

@@ -187,11 +187,9 @@ impl Dispatcher {
             recorder,
         )
         .map_err(DaemonError::Client)?;
-        // Boot returned every inflight row to due: nothing is stranded yet.
-        let swept = (
-            store.generation(),
-            metrics.dispatch.unrecorded.load(Ordering::SeqCst),
-        );
+        // Boot returned every inflight row to due: nothing is stranded yet
+        // (and no delivery has ended unrecorded).
+        let swept = (store.generation(), 0);
         // The quiet tenants' wake-up (`ActiveSet::wake`) needs to know
         // whose due rows were written between two ticks.
         store.watch_due_writes();
@@ -580,7 +578,7 @@ impl Dispatcher {
     /// Whether rows went back to due.
     fn release_stranded(&self, now: u64) -> bool {
         let m = &self.metrics.dispatch;
-        let want = (self.store.generation(), m.unrecorded.load(Ordering::SeqCst));
+        let want = (self.store.generation(), self.inflight.unrecorded_count());
         let mut swept = self
             .swept
             .lock()
@@ -623,7 +621,10 @@ impl Dispatcher {
                 Ended::Delivered => m.delivered.fetch_add(1, Ordering::Relaxed),
                 Ended::Retried => m.retried.fetch_add(1, Ordering::Relaxed),
                 Ended::Dead => m.dead.fetch_add(1, Ordering::Relaxed),
-                Ended::Unrecorded => m.unrecorded.fetch_add(1, Ordering::SeqCst),
+                Ended::Unrecorded => {
+                    self.inflight.unrecorded();
+                    m.unrecorded.fetch_add(1, Ordering::Relaxed)
+                }
             };
             m.inflight.fetch_sub(1, Ordering::Relaxed);
         });

@@ -991,7 +991,7 @@ fn rows_nobody_delivers_go_back_to_due_and_rows_in_delivery_never_do() {
     // Its delivery ends without its outcome recorded (as spawn_delivery
     // does it): the row is inflight in the store and nobody delivers it.
     d.inflight.done(&rows[0]);
-    metrics.dispatch.unrecorded.fetch_add(1, Ordering::SeqCst);
+    d.inflight.unrecorded();
     let (_, again) = d.claim().unwrap();
     assert_eq!(again.len(), 1, "the stranded row is due again and claimed");
     assert_eq!(
@@ -1070,7 +1070,6 @@ struct Rig {
     _dir: tempfile::TempDir,
     store: Arc<Store>,
     clock: Arc<crate::clock::FakeClock>,
-    metrics: Arc<Metrics>,
     d: Dispatcher,
     flying: Vec<InflightRow>,
     dead: Vec<(ankusa_store::DeadRow, u32)>,
@@ -1106,12 +1105,11 @@ impl Rig {
         store.commit(b, true).unwrap();
         let metrics = Arc::new(Metrics::default());
         let clock = crate::clock::FakeClock::at(1_800_000_000_000);
-        let d = Dispatcher::new(store.clone(), clock.clone(), &settings, metrics.clone()).unwrap();
+        let d = Dispatcher::new(store.clone(), clock.clone(), &settings, metrics).unwrap();
         Rig {
             _dir: dir,
             store,
             clock,
-            metrics,
             d,
             flying: Vec::new(),
             dead: Vec::new(),
@@ -1170,10 +1168,7 @@ impl Rig {
                 if !self.flying.is_empty() {
                     let row = self.flying.remove(i % self.flying.len());
                     self.d.inflight.done(&row);
-                    self.metrics
-                        .dispatch
-                        .unrecorded
-                        .fetch_add(1, Ordering::SeqCst);
+                    self.d.inflight.unrecorded();
                 }
             }
             Step::Dead(i) => {
