@@ -56,6 +56,8 @@ pub struct AdminState {
     pub reloader: Arc<super::reload::Reloader>,
     pub clock: SharedClock,
     pub metrics: Arc<Metrics>,
+    /// The sinks' breakers and health, for the sinks list.
+    pub sinks: Arc<super::sink_control::SinkControl>,
     pub jobs: Arc<JobRunner>,
     /// The node's last hour ([`super::history`]).
     pub history: Arc<super::history::History>,
@@ -556,7 +558,7 @@ async fn sinks_list(
     let st = s.clone();
     let mut page = blocking(move || reads::sinks(&st.store, &who)).await?;
     for v in &mut page.sinks {
-        v.health = s.metrics.sink_health(&v.source, v.index, now);
+        v.health = s.sinks.health(&v.source, v.index, now);
     }
     Ok(Json(page).into_response())
 }

@@ -691,12 +691,10 @@ pub fn principal() -> Principal {
 /// Runs the breaker task until `stop`: a pass every [`STEP`], or at once
 /// after a trip or a probe's end. It runs even when no sink has a breaker
 /// (a pass over none costs nothing), so that a reload can add one.
-/// `board` is whatever holds the node's [`Breakers`] (the metrics do, for
-/// `/metrics`), taken by that one view so this module needs nothing else of it.
-pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
+pub fn start(
     store: Arc<Store>,
     clock: SharedClock,
-    board: Arc<B>,
+    control: Arc<crate::sink_control::SinkControl>,
     jobs: Arc<JobRunner>,
     mut stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -706,14 +704,14 @@ pub fn start<B: AsRef<Breakers> + Send + Sync + 'static>(
         loop {
             tokio::select! {
                 _ = every.tick() => {}
-                _ = (*board).as_ref().wake.notified() => {}
+                _ = control.breakers.wake.notified() => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-            if (*board).as_ref().is_empty() {
+            if control.breakers.is_empty() {
                 continue;
             }
-            let (s, b, now) = (store.clone(), board.clone(), clock.now_ms());
-            match tokio::task::spawn_blocking(move || (*b).as_ref().pass(&s, now)).await {
+            let (s, c, now) = (store.clone(), control.clone(), clock.now_ms());
+            match tokio::task::spawn_blocking(move || c.breakers.pass(&s, now)).await {
                 Ok(started) => {
                     for job in started {
                         jobs.spawn(store.clone(), clock.clone(), job);

@@ -154,6 +154,8 @@ pub struct Deliverer {
     store: Arc<Store>,
     clock: SharedClock,
     metrics: Arc<Metrics>,
+    /// The sinks' breakers and health, which each attempt feeds.
+    sinks: Arc<crate::sink_control::SinkControl>,
     /// The sinks in force; an attempt keeps the sink it looked up.
     live: Arc<Live>,
     /// Commits outcomes in groups, off the runtime's workers.
@@ -165,6 +167,7 @@ impl Deliverer {
         store: Arc<Store>,
         clock: SharedClock,
         metrics: Arc<Metrics>,
+        sinks: Arc<crate::sink_control::SinkControl>,
         live: Arc<Live>,
         per_sink: usize,
         recorder: Recorder,
@@ -182,6 +185,7 @@ impl Deliverer {
             store,
             clock,
             metrics,
+            sinks,
             live,
             recorder,
         })
@@ -243,7 +247,7 @@ impl Deliverer {
                 Some(sink) => {
                     let attempt = drow.attempts.saturating_add(1);
                     let started = std::time::Instant::now();
-                    self.metrics.sinks.started(&env.source_id, row.sink);
+                    self.sinks.board.started(&env.source_id, row.sink);
                     let verdict = self.attempt(sink, env, row, attempt).await;
                     let took = started.elapsed();
                     self.metrics.dispatch.attempt_seconds.observe(took);
@@ -254,7 +258,7 @@ impl Deliverer {
                             (*status, false, Some(error.as_str()))
                         }
                     };
-                    self.metrics.breakers.record(
+                    self.sinks.breakers.record(
                         &env.source_id,
                         row.sink,
                         row.seq,
@@ -266,7 +270,7 @@ impl Deliverer {
                         },
                         self.clock.now_ms(),
                     );
-                    self.metrics.sinks.ended(
+                    self.sinks.board.ended(
                         &env.source_id,
                         row.sink,
                         &super::sink_health::Attempt {

@@ -79,6 +79,7 @@ mod recorder;
 mod reload;
 mod routing;
 pub mod signature;
+mod sink_control;
 mod sink_health;
 mod sink_room;
 mod slots;
@@ -216,6 +217,9 @@ pub struct Daemon {
     writer: Writer,
     handle: WriterHandle,
     metrics: Arc<Metrics>,
+    /// The sinks' breakers and health, which delivery, dispatch and
+    /// reloads share.
+    sinks: Arc<sink_control::SinkControl>,
     clock: SharedClock,
     /// Print the `listening on` line (off for in-process benches, whose
     /// stdout is their report).
@@ -241,15 +245,8 @@ impl Daemon {
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
             .map_err(DaemonError::store("cannot recover inflight rows at boot"))?;
-        let metrics = Arc::new(Metrics::with_sinks(
-            sink_health::SinkBoard::new(
-                settings
-                    .sources
-                    .iter()
-                    .map(|s| (s.id.as_str(), s.sinks.len())),
-            ),
-            breaker::Breakers::new(&settings.sources),
-        ));
+        let sinks = Arc::new(sink_control::SinkControl::for_sources(&settings.sources));
+        let metrics = Arc::new(Metrics::rendering(sinks.clone()));
         metrics
             .recovered_inflight
             .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);
@@ -291,7 +288,7 @@ impl Daemon {
         ankusa_store::sinks::replace(&store, &catalog).map_err(DaemonError::store(
             "cannot record the sink catalog in the store",
         ))?;
-        for scope in breaker::orphans(&store, &metrics.breakers)
+        for scope in breaker::orphans(&store, &sinks.breakers)
             .map_err(DaemonError::store("cannot read the pauses at boot"))?
         {
             tracing::warn!(
@@ -314,6 +311,7 @@ impl Daemon {
             writer,
             handle,
             metrics,
+            sinks,
             clock,
             announce: true,
         })
@@ -355,6 +353,7 @@ impl Daemon {
             writer,
             handle,
             metrics,
+            sinks,
             clock,
             announce,
         } = self;
@@ -369,6 +368,7 @@ impl Daemon {
                 clock.clone(),
                 &settings,
                 metrics.clone(),
+                sinks.clone(),
                 live.clone(),
             )?)
         } else {
@@ -377,7 +377,7 @@ impl Daemon {
         let reloader = Arc::new(reload::Reloader::new(
             live.clone(),
             store.clone(),
-            metrics.clone(),
+            sinks.clone(),
             clock.clone(),
             settings.clone(),
             announce,
@@ -403,6 +403,7 @@ impl Daemon {
             reloader: reloader.clone(),
             clock: clock_for_archive.clone(),
             metrics: metrics.clone(),
+            sinks: sinks.clone(),
             jobs: jobs.clone(),
             history: node_history.clone(),
             started: std::time::Instant::now(),
@@ -475,7 +476,7 @@ impl Daemon {
         let breakers = breaker::start(
             store.clone(),
             clock_for_archive.clone(),
-            metrics.clone(),
+            sinks.clone(),
             jobs.clone(),
             stop_rx.clone(),
         );

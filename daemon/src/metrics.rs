@@ -106,18 +106,11 @@ pub struct Metrics {
     pub store_recoveries: AtomicU64,
     /// The dispatcher's and the delivery workers' counters (issue 4).
     pub dispatch: DispatchMetrics,
-    /// Per-sink delivery health ([`super::sink_health`]).
-    pub sinks: super::sink_health::SinkBoard,
+    /// The sinks' breakers and health, read (never written) to render
+    /// their series ([`super::sink_control`]).
+    sinks: std::sync::Arc<super::sink_control::SinkControl>,
     /// The archiver's counters.
     pub archive: ArchiveMetrics,
-    /// The sinks' circuit breakers ([`super::breaker`]).
-    pub breakers: super::breaker::Breakers,
-}
-
-impl AsRef<super::breaker::Breakers> for Metrics {
-    fn as_ref(&self) -> &super::breaker::Breakers {
-        &self.breakers
-    }
 }
 
 impl Metrics {
@@ -134,33 +127,16 @@ impl Metrics {
             .map_or(0, |i| self.outcomes[i].load(Ordering::Relaxed))
     }
 
-    /// Prometheus text exposition (version 0.0.4).
-    /// Metrics with a health board and the breakers of the configured
-    /// sinks.
-    pub fn with_sinks(
-        sinks: super::sink_health::SinkBoard,
-        breakers: super::breaker::Breakers,
-    ) -> Metrics {
+    /// Metrics that render `sinks`' breakers and health with their own
+    /// series.
+    pub fn rendering(sinks: std::sync::Arc<super::sink_control::SinkControl>) -> Metrics {
         Metrics {
             sinks,
-            breakers,
             ..Metrics::default()
         }
     }
 
-    /// A sink's health as the sinks screen shows it: its deliveries and
-    /// its breaker. `None` for a sink this daemon does not know.
-    pub fn sink_health(
-        &self,
-        source: &str,
-        sink: u16,
-        now_ms: u64,
-    ) -> Option<ankusa_ops::model::SinkHealth> {
-        let mut h = self.sinks.health(source, sink, now_ms)?;
-        h.breaker = self.breakers.view(source, sink);
-        Some(h)
-    }
-
+    /// Prometheus text exposition (version 0.0.4).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
         let name = "ankusa_ingest_requests_total";
@@ -290,7 +266,6 @@ impl Metrics {
         );
         self.dispatch.render(&mut out);
         self.sinks.render(&mut out);
-        self.breakers.render(&mut out);
         self.archive.render(&mut out);
         out
     }

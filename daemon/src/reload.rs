@@ -40,7 +40,6 @@ use super::clock::SharedClock;
 use super::config::{
     endpoint, AdminSettings, ConfigError, Expiring, Int, Settings, SinkConfig, Source,
 };
-use super::metrics::Metrics;
 
 /// What a reload reads from: one generation of the live configuration.
 #[derive(Debug)]
@@ -594,7 +593,7 @@ fn plan_admin_tokens(old: &AdminSettings, new: &AdminSettings, changes: &mut Vec
 pub struct Reloader {
     live: Arc<Live>,
     store: Arc<Store>,
-    metrics: Arc<Metrics>,
+    sinks: Arc<super::sink_control::SinkControl>,
     clock: SharedClock,
     /// The settings in force (boot's, then each applied reload's).
     applied: Mutex<Settings>,
@@ -606,7 +605,7 @@ impl Reloader {
     pub fn new(
         live: Arc<Live>,
         store: Arc<Store>,
-        metrics: Arc<Metrics>,
+        sinks: Arc<super::sink_control::SinkControl>,
         clock: SharedClock,
         settings: Settings,
         notify: bool,
@@ -614,7 +613,7 @@ impl Reloader {
         Reloader {
             live,
             store,
-            metrics,
+            sinks,
             clock,
             applied: Mutex::new(settings),
             notify,
@@ -693,17 +692,14 @@ impl Reloader {
         ankusa_store::sinks::replace(&self.store, &catalog)?;
         // Breakers and the health board before the swap: a delivery to a
         // new sink finds its breaker.
-        self.metrics.breakers.reconfigure(&new.sources);
-        self.metrics
-            .sinks
-            .reconfigure(new.sources.iter().map(|s| (s.id.as_str(), s.sinks.len())));
+        self.sinks.reconfigure(&new.sources);
         let generation = self.live.current().generation + 1;
         self.live.swap(Routes::new(generation, &new));
         let file = new.config_path.display().to_string();
         *applied = new;
         // As at boot: a pause a breaker made stays when its breaker goes.
         // After the swap, and only logged: the reload has happened.
-        match super::breaker::orphans(&self.store, &self.metrics.breakers) {
+        match super::breaker::orphans(&self.store, &self.sinks.breakers) {
             Ok(scopes) => {
                 for scope in scopes {
                     tracing::warn!(

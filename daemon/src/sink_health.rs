@@ -187,7 +187,7 @@ impl SinkBoard {
                 latency_p50_ms: pct(50),
                 latency_p99_ms: pct(99),
                 failing_tenants: s.failing_tenants.iter().cloned().collect(),
-                // The breaker's, filled in by `Metrics::sink_health`.
+                // The breaker's, filled in by `SinkControl::health`.
                 breaker: None,
             }
         })

@@ -93,6 +93,7 @@ use super::error::DaemonError;
 use super::metrics::Metrics;
 use super::recorder::Recorder;
 use super::reload::Live;
+use super::sink_control::SinkControl;
 pub use super::sink_room::{SinkBounds, SinkKey, SinkMap, SinkRoom};
 use super::{Settings, SharedClock};
 
@@ -136,6 +137,8 @@ pub struct Dispatcher {
     clock: SharedClock,
     settings: DispatchSettings,
     metrics: Arc<Metrics>,
+    /// The sinks' breakers (and health), shared with the deliverer.
+    control: Arc<SinkControl>,
     sched: Arc<Mutex<(Scheduler, ActiveSet)>>,
     inflight: Arc<Inflight>,
     /// The configured sinks, for counting rows in flight per sink, with
@@ -163,7 +166,8 @@ impl Dispatcher {
         metrics: Arc<Metrics>,
     ) -> Result<Self, DaemonError> {
         let live = Arc::new(Live::new(settings));
-        Self::with_live(store, clock, settings, metrics, live)
+        let sinks = Arc::new(SinkControl::for_sources(&settings.sources));
+        Self::with_live(store, clock, settings, metrics, sinks, live)
     }
 
     /// A dispatcher that follows `live`'s sources and sinks (a reload
@@ -173,6 +177,7 @@ impl Dispatcher {
         clock: SharedClock,
         settings: &Settings,
         metrics: Arc<Metrics>,
+        control: Arc<SinkControl>,
         live: Arc<Live>,
     ) -> Result<Self, DaemonError> {
         let d = settings.dispatch.clone();
@@ -182,6 +187,7 @@ impl Dispatcher {
             store.clone(),
             clock.clone(),
             metrics.clone(),
+            control.clone(),
             live.clone(),
             d.per_sink,
             recorder,
@@ -204,6 +210,7 @@ impl Dispatcher {
             clock,
             settings: d,
             metrics,
+            control,
             sched: Arc::new(Mutex::new((sched, ActiveSet::default()))),
             inflight: Arc::new(Inflight::default()),
             sinks: Mutex::new((
@@ -435,7 +442,7 @@ impl Dispatcher {
                 .parked
                 .fetch_add(plan.park.len() as u64, Ordering::Relaxed);
             for (src, sink, cursor, row) in &probes {
-                self.metrics
+                self.control
                     .breakers
                     .searched(src, *sink, *cursor, Some(row.seq), false, now);
             }
@@ -511,7 +518,7 @@ impl Dispatcher {
     /// the sink), read at most [`breaker::SEARCH_VISIT`] rows a sink.
     /// Claimed in the tick's commit, under the row lock, like any row.
     fn find_probes(&self, now: u64, paused: &Paused) -> Vec<(String, u16, UnparkCursor, DueRow)> {
-        let breakers = &self.metrics.breakers;
+        let breakers = &self.control.breakers;
         if breakers.is_empty() {
             return Vec::new();
         }
@@ -612,7 +619,7 @@ impl Dispatcher {
             // the count is what makes the next tick return the row to due,
             // and a held row would be skipped.
             self.inflight.done(&row);
-            self.metrics.breakers.settled(row.seq, row.sink);
+            self.control.breakers.settled(row.seq, row.sink);
             // The freed slot is offered to the scheduler now, not at the
             // next periodic tick.
             self.freed.notify_one();
