@@ -141,33 +141,14 @@ fn next_group(rx: &mpsc::Receiver<Pending>) -> Option<(Batch, Vec<Answer>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_store::transitions::{self, IngestHook, SinkSet};
-    use ankusa_store::{queries, Envelope};
+    use ankusa_store::transitions;
+    use ankusa_store::queries;
 
     /// `n` hooks of tenant 1 ingested and claimed; returns the claimed rows.
     fn claimed(store: &Store, n: u64) -> Vec<ankusa_store::InflightRow> {
         let mut b = Batch::new();
         for seq in 1..=n {
-            let env = Envelope {
-                received_at: 1_000,
-                source_id: "s".into(),
-                tenant: "t1".into(),
-                idempotency_key: None,
-                event_type: None,
-                headers: vec![],
-                body: vec![1],
-            };
-            transitions::ingest(
-                &mut b,
-                &IngestHook {
-                    seq,
-                    ord: 1,
-                    envelope: &env,
-                    sinks: SinkSet::first(1),
-                    archive: false,
-                    dedupe_expires_at: None,
-                },
-            );
+            ankusa_store::fixture::ingest_plain(&mut b, "s", seq, 1, 1_000, 1);
         }
         store.commit(b, true).unwrap();
         let due =

@@ -148,6 +148,42 @@ pub fn ingest(store: &Store, alloc: &mut TenantAllocator, hooks: &[Hook]) -> Res
     Ok(out)
 }
 
+/// Adds to `b` a plain hook (tenant `t{ord}`, a one-byte body, no key, no
+/// type) as `seq`, received and due at `at`, owing rows to the first
+/// `sinks` sinks of `source`, through [`transitions::ingest`] but without a
+/// tenant allocation. For tests that place rows by ordinal and sequence
+/// number (the one copy of what several wrote by hand); [`ingest`] is the
+/// writer's way. Returns the due rows.
+pub fn ingest_plain(
+    b: &mut Batch,
+    source: &str,
+    seq: u64,
+    ord: u32,
+    at: u64,
+    sinks: u16,
+) -> Vec<DueRow> {
+    let envelope = Envelope {
+        received_at: at,
+        source_id: source.into(),
+        tenant: format!("t{ord}"),
+        idempotency_key: None,
+        event_type: None,
+        headers: vec![],
+        body: vec![1],
+    };
+    transitions::ingest(
+        b,
+        &IngestHook {
+            seq,
+            ord,
+            envelope: &envelope,
+            sinks: SinkSet::first(sinks),
+            archive: false,
+            dedupe_expires_at: None,
+        },
+    )
+}
+
 fn tenant_name(i: u32) -> String {
     match i {
         0 => DEFAULT_TENANT.to_owned(),

@@ -10,8 +10,6 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use ankusa_store::policy::{Policies, Policy, Rate};
-use ankusa_store::transitions::{IngestHook, SinkSet};
-use ankusa_store::Envelope;
 
 /// No policy stored: every tenant's turn from the defaults.
 static NO_POLICY: std::sync::LazyLock<Steering> = std::sync::LazyLock::new(Steering::default);
@@ -37,26 +35,7 @@ fn hooks_of(
 ) {
     let mut b = Batch::new();
     for seq in seqs {
-        let env = Envelope {
-            received_at: at,
-            source_id: source.into(),
-            tenant: format!("t{ord}"),
-            idempotency_key: None,
-            event_type: None,
-            headers: vec![],
-            body: vec![1],
-        };
-        transitions::ingest(
-            &mut b,
-            &IngestHook {
-                seq,
-                ord,
-                envelope: &env,
-                sinks: SinkSet::first(sinks),
-                archive: false,
-                dedupe_expires_at: None,
-            },
-        );
+        ankusa_store::fixture::ingest_plain(&mut b, source, seq, ord, at, sinks);
     }
     store.commit(b, true).unwrap();
 }

@@ -106,26 +106,7 @@ fn store_with_due(rows: &[(u32, u64)]) -> (tempfile::TempDir, Store) {
     let store = Store::create_or_open(&dir.path().join("s")).unwrap();
     let mut b = Batch::new();
     for (i, &(ord, at)) in rows.iter().enumerate() {
-        let env = Envelope {
-            received_at: at,
-            source_id: "s".into(),
-            tenant: format!("t{ord}"),
-            idempotency_key: None,
-            event_type: None,
-            headers: vec![],
-            body: vec![1],
-        };
-        transitions::ingest(
-            &mut b,
-            &IngestHook {
-                seq: i as u64 + 1,
-                ord,
-                envelope: &env,
-                sinks: SinkSet::first(1),
-                archive: false,
-                dedupe_expires_at: None,
-            },
-        );
+        crate::fixture::ingest_plain(&mut b, "s", i as u64 + 1, ord, at, 1);
     }
     store.commit(b, true).unwrap();
     (dir, store)
