@@ -36,7 +36,7 @@
 //! - State is bounded: a breaker per configured sink, a window of at most
 //!   one entry per second of its `window` (an hour at most).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -426,7 +426,7 @@ impl Breaker {
     }
 }
 
-type BreakerMap = HashMap<(String, u16), Arc<Mutex<Breaker>>>;
+type BreakerMap = crate::per_sink::PerSink<Arc<Mutex<Breaker>>>;
 
 /// Every configured breaker. The set is replaced whole by a reload
 /// ([`Breakers::reconfigure`]); each breaker keeps its state across it.
@@ -438,14 +438,13 @@ pub struct Breakers {
 }
 
 fn breaker_map(sources: &[Source], old: &BreakerMap) -> BreakerMap {
-    let mut sinks = HashMap::new();
+    let mut sinks = BreakerMap::default();
     for src in sources {
         for (i, k) in src.sinks.iter().enumerate() {
             if let Some(b) = &k.breaker {
                 let i = u16::try_from(i).unwrap_or(u16::MAX);
-                let key = (src.id.clone(), i);
                 let policy = Policy::of(b);
-                let m = match old.get(&key) {
+                let m = match old.get(&src.id, i) {
                     Some(m) => {
                         // Same sink, maybe new rules: the state (open, its
                         // backoff, the window) stays.
@@ -454,7 +453,7 @@ fn breaker_map(sources: &[Source], old: &BreakerMap) -> BreakerMap {
                     }
                     None => Arc::new(Mutex::new(Breaker::new(policy))),
                 };
-                sinks.insert(key, m);
+                sinks.insert(&src.id, i, m);
             }
         }
     }
@@ -465,7 +464,7 @@ impl Breakers {
     /// A breaker for each sink that configures one.
     pub fn new(sources: &[Source]) -> Breakers {
         Breakers {
-            sinks: RwLock::new(Arc::new(breaker_map(sources, &HashMap::new()))),
+            sinks: RwLock::new(Arc::new(breaker_map(sources, &BreakerMap::default()))),
             wake: Notify::new(),
         }
     }
@@ -492,12 +491,12 @@ impl Breakers {
     }
 
     pub fn has(&self, source: &str, sink: u16) -> bool {
-        self.sinks().contains_key(&(source.to_owned(), sink))
+        self.sinks().get(source, sink).is_some()
     }
 
     fn with<T>(&self, source: &str, sink: u16, f: impl FnOnce(&mut Breaker) -> T) -> Option<T> {
         let map = self.sinks();
-        let m = map.get(&(source.to_owned(), sink))?;
+        let m = map.get(source, sink)?;
         let mut b = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Some(f(&mut b))
     }
@@ -649,11 +648,10 @@ impl Breakers {
         if map.is_empty() {
             return;
         }
-        let mut keys: Vec<&(String, u16)> = map.keys().collect();
-        keys.sort();
-        let snap: Vec<_> = keys
-            .iter()
-            .filter_map(|k| self.view(&k.0, k.1).map(|v| (*k, v)))
+        let snap: Vec<_> = map
+            .sorted_keys()
+            .into_iter()
+            .filter_map(|(src, i)| self.view(src, i).map(|v| ((src, i), v)))
             .collect();
         let name = "ankusa_sink_breaker_state";
         let _ = writeln!(

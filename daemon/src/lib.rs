@@ -75,6 +75,7 @@ mod metrics;
 mod notify;
 mod open_files;
 mod outcome;
+mod per_sink;
 mod recorder;
 mod reload;
 mod routing;

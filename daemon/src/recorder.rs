@@ -141,8 +141,8 @@ fn next_group(rx: &mpsc::Receiver<Pending>) -> Option<(Batch, Vec<Answer>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ankusa_store::transitions;
     use ankusa_store::queries;
+    use ankusa_store::transitions;
 
     /// `n` hooks of tenant 1 ingested and claimed; returns the claimed rows.
     fn claimed(store: &Store, n: u64) -> Vec<ankusa_store::InflightRow> {

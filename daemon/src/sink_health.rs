@@ -11,7 +11,7 @@
 //! are never written to the store); a record is one short critical section
 //! per attempt.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -79,7 +79,7 @@ pub struct Attempt<'a> {
     pub error: Option<&'a str>,
 }
 
-type StatsMap = HashMap<(String, u16), Arc<Mutex<Stats>>>;
+type StatsMap = crate::per_sink::PerSink<Arc<Mutex<Stats>>>;
 
 /// Every configured sink's health. A reload replaces the set
 /// ([`SinkBoard::reconfigure`]); a sink it keeps keeps its figures.
@@ -89,12 +89,12 @@ pub struct SinkBoard {
 }
 
 fn stats_map<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>, old: &StatsMap) -> StatsMap {
-    let mut map = HashMap::new();
+    let mut map = StatsMap::default();
     for (source, n) in sinks {
         for i in 0..n {
-            let key = (source.to_owned(), u16::try_from(i).unwrap_or(u16::MAX));
-            let stats = old.get(&key).cloned().unwrap_or_default();
-            map.insert(key, stats);
+            let i = u16::try_from(i).unwrap_or(u16::MAX);
+            let stats = old.get(source, i).cloned().unwrap_or_default();
+            map.insert(source, i, stats);
         }
     }
     map
@@ -104,7 +104,7 @@ impl SinkBoard {
     /// A board for exactly these sinks (source id, sink count).
     pub fn new<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>) -> SinkBoard {
         SinkBoard {
-            sinks: RwLock::new(Arc::new(stats_map(sinks, &HashMap::new()))),
+            sinks: RwLock::new(Arc::new(stats_map(sinks, &StatsMap::default()))),
         }
     }
 
@@ -123,7 +123,7 @@ impl SinkBoard {
 
     fn with<T>(&self, source: &str, sink: u16, f: impl FnOnce(&mut Stats) -> T) -> Option<T> {
         let map = self.sinks();
-        let m = map.get(&(source.to_owned(), sink))?;
+        let m = map.get(source, sink)?;
         let mut s = m.lock().unwrap_or_else(PoisonError::into_inner);
         Some(f(&mut s))
     }
@@ -197,14 +197,13 @@ impl SinkBoard {
     /// the configuration.
     pub fn render(&self, out: &mut String) {
         let map = self.sinks();
-        let mut keys: Vec<&(String, u16)> = map.keys().collect();
-        keys.sort();
-        let snap: Vec<_> = keys
-            .iter()
-            .filter_map(|k| {
-                self.with(&k.0, k.1, |s| {
+        let snap: Vec<_> = map
+            .sorted_keys()
+            .into_iter()
+            .filter_map(|(src, i)| {
+                self.with(src, i, |s| {
                     (
-                        *k,
+                        (src, i),
                         s.delivered_total,
                         s.failed_total,
                         s.inflight,
