@@ -236,9 +236,9 @@ fn the_actions_screens_command_lines_do_what_the_console_did() {
         ActionScope::Pause(ankusa_ui::data::PauseTarget {
             tenant: Some(TENANT.into()),
             sink: Some((
-                ankusa_ui::data::SinkKey {
+                ankusa_ui::data::SinkRef {
                     source: "shop".into(),
-                    index: 0,
+                    sink: 0,
                 },
                 "0".into(),
             )),

@@ -341,9 +341,9 @@ fn screens(t: &Targets) -> Vec<(String, Vec<Request>)> {
     v.push((
         "sink detail".to_owned(),
         vec![Request::Sink {
-            sink: crate::data::SinkKey {
+            sink: crate::data::SinkRef {
                 source: "shop".into(),
-                index: 0,
+                sink: 0,
             },
             dlq_limit: crate::screens::sinks::dlq_rows(24),
         }],

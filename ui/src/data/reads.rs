@@ -17,7 +17,7 @@ use ankusa_ops::operator::Operator;
 use super::feed::{DataError, Feed};
 use super::open::OpenMode;
 use super::request::{
-    DeadDetail, DlqData, HeatRow, HeatmapData, Overview, SinkData, SinkKey, SinksData, TenantData,
+    DeadDetail, DlqData, HeatRow, HeatmapData, Overview, SinkData, SinkRef, SinksData, TenantData,
     TenantsAfter, TenantsData, TenantsQuery,
 };
 use crate::heatmap::{self, HeatSpec};
@@ -190,13 +190,13 @@ impl Feed {
 
     /// One sink: the sinks request and one bounded page of its DLQ rows,
     /// read from this console's store (the same rows the daemon holds).
-    pub(super) fn sink(&self, key: &SinkKey, dlq_limit: usize) -> Result<SinkData, DataError> {
+    pub(super) fn sink(&self, key: &SinkRef, dlq_limit: usize) -> Result<SinkData, DataError> {
         let (op, live) = self.reader()?;
         let view = op
             .sinks()?
             .sinks
             .into_iter()
-            .find(|v| v.source == key.source && v.index == key.index);
+            .find(|v| v.source == key.source && v.index == key.sink);
         let s = self.need()?;
         let who = Principal::local(&Peer::me());
         let page = match &view {
@@ -208,7 +208,7 @@ impl Feed {
                 None,
                 dlq_limit.clamp(1, ankusa_ops::reads::MAX_PAGE),
                 &ankusa_ops::reads::DlqFilter {
-                    sink: Some(key.path()),
+                    sink: Some(key.to_string()),
                     event_type: None,
                 },
             )?,

@@ -5,6 +5,11 @@
 
 use std::path::PathBuf;
 
+/// A sink by its place: the source and its position in the source's
+/// sinks (the `sink` of its rows); `source/sink` when displayed, the form
+/// the operator core resolves. The store's one type for it.
+pub use ankusa_store::pauses::SinkRef;
+
 use ankusa_ops::model::{Kinds, PauseRequest, PauseView, SinkView};
 use ankusa_ops::preview::Preview;
 use ankusa_store::check::CheckReport;
@@ -72,7 +77,7 @@ pub enum Request {
     /// One sink: its view (health, pauses) and the newest of its DLQ rows
     /// (a bounded walk of the DLQ, `ankusa_ops::reads::dlq_page`).
     Sink {
-        sink: SinkKey,
+        sink: SinkRef,
         dlq_limit: usize,
     },
     DryRun(ActionScope),
@@ -269,21 +274,6 @@ pub struct DeadDetail {
     pub preview: Option<Preview>,
 }
 
-/// A sink by its place: the source and its position in the source's
-/// sinks (the `sink` of its rows).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SinkKey {
-    pub source: String,
-    pub index: u16,
-}
-
-impl SinkKey {
-    /// `source/index`, the form the operator core resolves.
-    pub fn path(&self) -> String {
-        format!("{}/{}", self.source, self.index)
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinksData {
     pub sinks: Vec<SinkView>,
@@ -293,7 +283,7 @@ pub struct SinksData {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkData {
-    pub key: SinkKey,
+    pub key: SinkRef,
     /// None when the sink is not in the catalog (any more).
     pub view: Option<SinkView>,
     pub live: bool,
@@ -311,7 +301,7 @@ pub struct PauseTarget {
     pub tenant: Option<String>,
     /// The sink, with its configured name (`SOURCE/NAME` is what the
     /// operator types to confirm).
-    pub sink: Option<(SinkKey, String)>,
+    pub sink: Option<(SinkRef, String)>,
 }
 
 impl PauseTarget {
@@ -340,7 +330,7 @@ impl PauseTarget {
     pub fn request(&self) -> PauseRequest {
         PauseRequest {
             tenant: self.tenant.clone(),
-            sink: self.sink.as_ref().map(|(k, _)| k.path()),
+            sink: self.sink.as_ref().map(|(k, _)| k.to_string()),
         }
     }
 }

@@ -22,7 +22,7 @@ pub mod trends;
 
 use ankusa_store::rows::DeadRow;
 
-use crate::data::{ActionScope, Request, SinkKey};
+use crate::data::{ActionScope, Request, SinkRef};
 use crate::keymap::Tab;
 
 /// Width of the name column on the heatmap and lists.
@@ -48,7 +48,7 @@ pub enum Screen {
     Log,
     Sinks,
     Sink {
-        sink: SinkKey,
+        sink: SinkRef,
     },
     /// What this console did (`8`, `:actions`); shown under the log's tab.
     Actions,

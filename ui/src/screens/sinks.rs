@@ -22,7 +22,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::{Next, Screen};
-use crate::data::{PauseTarget, Request, SinkData, SinkKey, SinksData};
+use crate::data::{PauseTarget, Request, SinkData, SinkRef, SinksData};
 use crate::fmt::{age, cut, cut_mid, fit, num, utc};
 use crate::theme::{block, loading, Theme, PAUSED};
 
@@ -55,10 +55,10 @@ pub fn failing(v: &SinkView) -> bool {
 }
 
 /// The key of a sink's view.
-pub fn key_of(v: &SinkView) -> SinkKey {
-    SinkKey {
+pub fn key_of(v: &SinkView) -> SinkRef {
+    SinkRef {
         source: v.source.clone(),
-        index: v.index,
+        sink: v.index,
     }
 }
 
@@ -71,7 +71,7 @@ pub fn requests() -> Vec<Request> {
     vec![Request::Sinks]
 }
 
-pub fn detail_requests(sink: &SinkKey, height: u16) -> Vec<Request> {
+pub fn detail_requests(sink: &SinkRef, height: u16) -> Vec<Request> {
     vec![Request::Sink {
         sink: sink.clone(),
         dlq_limit: dlq_rows(height),
@@ -102,7 +102,7 @@ impl SinksState {
     }
 
     /// The detail's reading, kept when it is the sink shown.
-    pub fn on_sink(&mut self, shown: &SinkKey, d: SinkData) {
+    pub fn on_sink(&mut self, shown: &SinkRef, d: SinkData) {
         if d.key == *shown {
             self.detail = Some(d);
         }
@@ -376,21 +376,21 @@ pub fn draw(f: &mut Frame, s: &SinksState, n: usize, now: u64, theme: &Theme, ar
 pub fn draw_detail(
     f: &mut Frame,
     d: Option<&SinkData>,
-    key: &SinkKey,
+    key: &SinkRef,
     now: u64,
     theme: &Theme,
     area: Rect,
 ) {
     let Some(d) = d.filter(|d| d.key == *key) else {
-        return loading(f, format!(" Sink {} ", key.path()), theme, area);
+        return loading(f, format!(" Sink {key} "), theme, area);
     };
     let Some(v) = &d.view else {
         f.render_widget(
             Paragraph::new(format!(
                 " No sink {} in the catalog (the daemon records its sinks when it starts).",
-                key.path()
+                key
             ))
-            .block(block(format!(" Sink {} ", key.path()), theme)),
+            .block(block(format!(" Sink {key} "), theme)),
             area,
         );
         return;
@@ -516,7 +516,7 @@ pub fn draw_detail(
         if v.index.to_string() == v.name {
             v.source.clone()
         } else {
-            key.path()
+            key.to_string()
         }
     );
     f.render_widget(Paragraph::new(lines).block(block(title, theme)), top);

@@ -13,7 +13,7 @@ use ankusa_store::sinks::{self, SinkEntry};
 use ankusa_store::{queries, tenants, Store};
 use ankusa_ui::app::{App, Effect, Msg, CANNOT_ACT, STATUS_MAX};
 use ankusa_ui::data::{
-    ActionScope, DaemonStatus, Feed, OpenMode, Reply, Request, SinkData, SinkKey, SinksData,
+    ActionScope, DaemonStatus, Feed, OpenMode, Reply, Request, SinkData, SinkRef, SinksData,
 };
 use ankusa_ui::popups::guard::Stage;
 use ankusa_ui::popups::Overlay;
@@ -144,10 +144,10 @@ fn each_size(name: &str, paused: bool, setup: impl Fn(&mut App, &mut Feed)) {
     }
 }
 
-fn shop_audit() -> SinkKey {
-    SinkKey {
+fn shop_audit() -> SinkRef {
+    SinkRef {
         source: "shop".into(),
-        index: 1,
+        sink: 1,
     }
 }
 
@@ -168,7 +168,7 @@ fn live_detail(app: &mut App, src: &mut Feed, paused: bool) {
     d.live = true;
     d.view = live_views(paused)
         .into_iter()
-        .find(|v| v.source == key.source && v.index == key.index);
+        .find(|v| v.source == key.source && v.index == key.sink);
     app.stack = vec![Screen::Sinks, Screen::Sink { sink: key.clone() }];
     app.update(Msg::Reply(
         Request::Sink {
