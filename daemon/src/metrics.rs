@@ -396,9 +396,9 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     // configuration's sinks, so the labels stay bounded). Absent until a
     // store an earlier release wrote is counted.
     let catalog = ankusa_store::sinks::catalog(store)?;
-    let keys: Vec<(String, u16)> = catalog
+    let keys: Vec<_> = catalog
         .iter()
-        .map(|e| (e.source.clone(), e.index))
+        .map(ankusa_store::sinks::SinkEntry::sink_ref)
         .collect();
     if let Some(waiting) = ankusa_store::waiting::waiting(store, &keys)? {
         let name = "ankusa_sink_waiting_rows";
@@ -406,7 +406,8 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
             out,
             "# HELP {name} Rows waiting for the sink (due, retrying or parked), from the store's per-sink count.\n# TYPE {name} gauge"
         );
-        for ((src, i), n) in keys.iter().zip(waiting) {
+        for (k, n) in keys.iter().zip(waiting) {
+            let (src, i) = (&k.source, k.sink);
             let _ = writeln!(out, "{name}{{source=\"{src}\",sink=\"{i}\"}} {n}");
         }
     }

@@ -720,11 +720,12 @@ impl Reloader {
     }
 
     fn waiting(&self, source: &str, sink: u16) -> Result<i64, ankusa_store::StoreError> {
-        Ok(
-            ankusa_store::waiting::waiting(&self.store, &[(source.to_owned(), sink)])?
-                .and_then(|v| v.first().copied())
-                .unwrap_or(0),
-        )
+        Ok(ankusa_store::waiting::waiting(
+            &self.store,
+            &[ankusa_store::pauses::SinkRef::new(source, sink)],
+        )?
+        .and_then(|v| v.first().copied())
+        .unwrap_or(0))
     }
 }
 

@@ -196,9 +196,9 @@ pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
     let waiting = match who.tenant {
         Some(_) => None,
         None => {
-            let keys: Vec<(String, u16)> = catalog
+            let keys: Vec<_> = catalog
                 .iter()
-                .map(|e| (e.source.clone(), e.index))
+                .map(ankusa_store::sinks::SinkEntry::sink_ref)
                 .collect();
             ankusa_store::waiting::waiting(store, &keys)?
         }

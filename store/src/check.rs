@@ -530,10 +530,10 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<CheckRe
                 detail,
             });
         }
-        for ((source, sink), stored, folded) in crate::waiting::differences(&folded, &stored) {
+        for (s, stored, folded) in crate::waiting::differences(&folded, &stored) {
             rep.push(Mismatch::SinkWaiting {
-                source,
-                sink,
+                source: s.source,
+                sink: s.sink,
                 stored,
                 folded,
             });

@@ -48,19 +48,7 @@ pub const MAX_PAUSES: usize = 10_000;
 const PREFIX: &[u8] = b"m:pause:";
 const V1: u8 = 1;
 
-/// One sink of one source: the source's id and the sink's position in its
-/// `[[sources.sinks]]` list.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SinkRef {
-    pub source: String,
-    pub sink: u16,
-}
-
-impl std::fmt::Display for SinkRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.source, self.sink)
-    }
-}
+pub use crate::sinks::SinkRef;
 
 /// What a pause covers: a tenant, a sink, or a sink for one tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

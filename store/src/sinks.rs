@@ -24,6 +24,31 @@ use crate::store::{Dir, Store};
 const PREFIX: &[u8] = b"m:sink:";
 const V1: u8 = 1;
 
+/// One sink of one source: the source's id and the sink's position in its
+/// `[[sources.sinks]]` list (the `sink` of its rows). The one name for a
+/// sink across the store, the operator core and the console; `source/sink`
+/// when displayed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SinkRef {
+    pub source: String,
+    pub sink: u16,
+}
+
+impl SinkRef {
+    pub fn new(source: impl Into<String>, sink: u16) -> SinkRef {
+        SinkRef {
+            source: source.into(),
+            sink,
+        }
+    }
+}
+
+impl std::fmt::Display for SinkRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.source, self.sink)
+    }
+}
+
 /// Entries the catalog holds at most.
 pub const MAX_SINKS: usize = 10_000;
 
@@ -38,6 +63,13 @@ pub struct SinkEntry {
     pub name: String,
     /// `scheme://host[:port]` of its URL.
     pub endpoint: String,
+}
+
+impl SinkEntry {
+    /// The sink this entry describes.
+    pub fn sink_ref(&self) -> SinkRef {
+        SinkRef::new(self.source.clone(), self.index)
+    }
 }
 
 fn bounds() -> (Vec<u8>, Vec<u8>) {

@@ -29,11 +29,12 @@ use crate::counters::decode_value;
 use crate::error::Result;
 use crate::keys::{self, bounds, meta, prefix, DueKey, SINK_COUNTER};
 use crate::schema::Family;
+use crate::sinks::SinkRef;
 use crate::store::{Dir, Store};
 use crate::values::Envelope;
 
-/// Rows waiting per `(source, sink)`.
-pub type Waiting = BTreeMap<(String, u16), i64>;
+/// Rows waiting per sink.
+pub type Waiting = BTreeMap<SinkRef, i64>;
 
 /// Whether the counts are complete ([`meta::WAITING_COUNTED`]).
 pub fn counted(store: &Store) -> Result<bool> {
@@ -42,13 +43,13 @@ pub fn counted(store: &Store) -> Result<bool> {
 
 /// Rows waiting for each of `sinks`, in order, with one multi-get; `None`
 /// when the store has not been counted yet.
-pub fn waiting(store: &Store, sinks: &[(String, u16)]) -> Result<Option<Vec<i64>>> {
+pub fn waiting(store: &Store, sinks: &[SinkRef]) -> Result<Option<Vec<i64>>> {
     if !counted(store)? {
         return Ok(None);
     }
     let keys: Vec<Vec<u8>> = sinks
         .iter()
-        .map(|(source, sink)| keys::sink_counter_key(source, *sink))
+        .map(|s| keys::sink_counter_key(&s.source, s.sink))
         .collect();
     let values = store.multi_get(Family::Counters, &keys)?;
     Ok(Some(
@@ -67,8 +68,8 @@ pub fn stored_waiting(store: &Store, mut bad: impl FnMut(String)) -> Result<Wait
     let mut out = Waiting::new();
     store.scan(Family::Counters, &lo, &hi, Dir::Forward, |k, v| {
         match (keys::decode_sink_counter_key(k), decode_value(v)) {
-            (Ok(key), Some(n)) => {
-                out.insert(key, n);
+            (Ok((source, sink)), Some(n)) => {
+                out.insert(SinkRef { source, sink }, n);
             }
             (Ok((source, sink)), None) => {
                 bad(format!("sink {source}/{sink}: {} bytes, not 8", v.len()))
@@ -152,7 +153,7 @@ pub fn fold_waiting_bounded(store: &Store, limits: FoldBounds) -> Result<Waiting
         }
         for (seq, sink) in rows.drain(..) {
             if let Some(Some(source)) = cache.get(&seq) {
-                *out.entry((source.clone(), sink)).or_insert(0) += 1;
+                *out.entry(SinkRef::new(source.clone(), sink)).or_insert(0) += 1;
             }
         }
         Ok(())
@@ -180,9 +181,8 @@ pub fn fold_waiting_bounded(store: &Store, limits: FoldBounds) -> Result<Waiting
 /// The sinks whose stored count differs from the fold, with both (a
 /// missing key reads as 0): what `store check` reports, `store repair`
 /// counts and a recount corrects.
-pub fn differences(folded: &Waiting, stored: &Waiting) -> Vec<((String, u16), i64, i64)> {
-    let keys: std::collections::BTreeSet<&(String, u16)> =
-        folded.keys().chain(stored.keys()).collect();
+pub fn differences(folded: &Waiting, stored: &Waiting) -> Vec<(SinkRef, i64, i64)> {
+    let keys: std::collections::BTreeSet<&SinkRef> = folded.keys().chain(stored.keys()).collect();
     keys.into_iter()
         .filter_map(|k| {
             let (s, f) = (
@@ -218,23 +218,23 @@ pub fn recount_waiting(store: &Store) -> Result<Recount> {
         corrected: differences(&folded, &stored).len() as u64,
         ..Recount::default()
     };
-    for ((source, sink), n) in &folded {
+    for (s, n) in &folded {
         report.sinks += 1;
         report.rows += u64::try_from(*n).unwrap_or(0);
         b.put(
             Family::Counters,
-            keys::sink_counter_key(source, *sink),
+            keys::sink_counter_key(&s.source, s.sink),
             n.to_le_bytes().to_vec(),
         );
     }
     // A sink nothing waits for any more reads 0, not a stale count. Put, not
     // delete: nothing merges concurrently here, and a put keeps the key
     // readable as a plain 8-byte value.
-    for (source, sink) in stored.keys() {
-        if !folded.contains_key(&(source.clone(), *sink)) {
+    for s in stored.keys() {
+        if !folded.contains_key(s) {
             b.put(
                 Family::Counters,
-                keys::sink_counter_key(source, *sink),
+                keys::sink_counter_key(&s.source, s.sink),
                 0i64.to_le_bytes().to_vec(),
             );
         }

@@ -220,7 +220,7 @@ proptest! {
             let folded = ankusa_store::waiting::fold_waiting_bounded(&store, bounds).unwrap();
             for sink in 0u16..3 {
                 let want = m.due.iter().filter(|r| r.sink == sink).count() as i64;
-                let key = ("src".to_string(), sink);
+                let key = ankusa_store::pauses::SinkRef::new("src", sink);
                 prop_assert_eq!(stored.get(&key).copied().unwrap_or(0), want, "stored, sink {} after step {} {:?}", sink, step, op);
                 prop_assert_eq!(folded.get(&key).copied().unwrap_or(0), want, "folded under {:?}, sink {} after step {} {:?}", bounds, sink, step, op);
             }

@@ -16,7 +16,10 @@ use ankusa_store::{keys, queries, repair, waiting, Batch, DueRow, Store};
 const SINKS: [(&str, u16); 3] = [("shop", 0), ("shop", 1), ("billing", 0)];
 
 fn counts(store: &Store) -> Option<[i64; 3]> {
-    let keys: Vec<(String, u16)> = SINKS.iter().map(|(s, i)| (s.to_string(), *i)).collect();
+    let keys: Vec<_> = SINKS
+        .iter()
+        .map(|(s, i)| ankusa_store::pauses::SinkRef::new(*s, *i))
+        .collect();
     waiting::waiting(store, &keys)
         .unwrap()
         .map(|v| [v[0], v[1], v[2]])
@@ -156,7 +159,10 @@ fn every_transition_moves_the_count_of_its_own_sink() {
     );
     assert_consistent(&store);
     let folded = waiting::fold_waiting(&store).unwrap();
-    assert_eq!(folded.get(&("shop".to_string(), 1)), Some(&9));
+    assert_eq!(
+        folded.get(&ankusa_store::pauses::SinkRef::new("shop", 1)),
+        Some(&9)
+    );
 }
 
 #[test]
@@ -266,8 +272,8 @@ fn the_fold_counts_every_row_however_far_apart_a_hooks_rows_lie() {
     let folded = waiting::fold_waiting(&store).unwrap();
     assert_eq!(
         (
-            folded.get(&("shop".to_string(), 0)),
-            folded.get(&("shop".to_string(), 1))
+            folded.get(&ankusa_store::pauses::SinkRef::new("shop", 0)),
+            folded.get(&ankusa_store::pauses::SinkRef::new("shop", 1))
         ),
         (Some(&5_000), Some(&5_000))
     );
