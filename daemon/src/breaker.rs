@@ -44,7 +44,7 @@ use std::time::Duration;
 use ankusa_ops::access::Principal;
 use ankusa_ops::model::{BreakerState, BreakerView, Job};
 use ankusa_ops::OpsError;
-use ankusa_store::pauses::{self, Origin, Scope};
+use ankusa_store::pauses::{self, Origin, Scope, SinkRef};
 use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::Store;
 use tokio::sync::{watch, Notify};
@@ -518,12 +518,12 @@ impl Breakers {
     }
 
     /// The sinks whose breaker wants a probe row now.
-    pub fn probes_wanted(&self, now: u64) -> Vec<(String, u16, UnparkCursor)> {
+    pub fn probes_wanted(&self, now: u64) -> Vec<(SinkRef, UnparkCursor)> {
         let mut out = Vec::new();
         for ((src, i), m) in self.sinks().iter() {
             let b = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if b.wants_probe(now) {
-                out.push((src.clone(), *i, b.search));
+                out.push((SinkRef::new(src.clone(), *i), b.search));
             }
         }
         out

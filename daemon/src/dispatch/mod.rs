@@ -74,7 +74,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ankusa_fairness::{Config, Scheduler};
-use ankusa_store::pauses::Paused;
+use ankusa_store::pauses::{Paused, SinkRef};
 use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::Store;
 use ankusa_store::{queries, transitions, Batch, DueRow, InflightRow, StoreError};
@@ -129,6 +129,14 @@ impl DispatchHandle {
         }
         left
     }
+}
+
+/// A parked row a sink's breaker probes with: found by the tick's search,
+/// claimed in its commit.
+struct Probe {
+    sink: SinkRef,
+    cursor: UnparkCursor,
+    row: DueRow,
 }
 
 /// The tick loop's state.
@@ -400,8 +408,11 @@ impl Dispatcher {
                     claimed.push((transitions::claim(&mut b, r), *sink));
                 }
             }
-            for (src, sink, _, row) in &probes {
-                claimed.push((transitions::claim(&mut b, row), map.key(src, *sink)));
+            for p in &probes {
+                claimed.push((
+                    transitions::claim(&mut b, &p.row),
+                    map.key(&p.sink.source, p.sink.sink),
+                ));
             }
             // Under the same row lock and in the same commit as the claim.
             for u in &plan.bad {
@@ -441,10 +452,15 @@ impl Dispatcher {
                 .dispatch
                 .parked
                 .fetch_add(plan.park.len() as u64, Ordering::Relaxed);
-            for (src, sink, cursor, row) in &probes {
-                self.control
-                    .breakers
-                    .searched(src, *sink, *cursor, Some(row.seq), false, now);
+            for p in &probes {
+                self.control.breakers.searched(
+                    &p.sink.source,
+                    p.sink.sink,
+                    p.cursor,
+                    Some(p.row.seq),
+                    false,
+                    now,
+                );
             }
             for (r, sink) in claimed {
                 self.inflight.add(&r, sink);
@@ -517,24 +533,29 @@ impl Dispatcher {
     /// no other pause holds (a paused tenant, or the tenant's own pause of
     /// the sink), read at most [`breaker::SEARCH_VISIT`] rows a sink.
     /// Claimed in the tick's commit, under the row lock, like any row.
-    fn find_probes(&self, now: u64, paused: &Paused) -> Vec<(String, u16, UnparkCursor, DueRow)> {
+    fn find_probes(&self, now: u64, paused: &Paused) -> Vec<Probe> {
         let breakers = &self.control.breakers;
         if breakers.is_empty() {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for (src, sink, mut cursor) in breakers.probes_wanted(now) {
+        for (at, mut cursor) in breakers.probes_wanted(now) {
+            let (src, sink) = (at.source.as_str(), at.sink);
             let found =
                 transitions::find_parked(&self.store, &mut cursor, breaker::SEARCH_VISIT, |r| {
                     Ok(r.sink == sink
                         && !paused.tenant(r.ord)
-                        && !paused.tenant_sink(r.ord, &src, sink)
+                        && !paused.tenant_sink(r.ord, src, sink)
                         && queries::hook_source(&self.store, r.seq)?.is_some_and(|s| s == src))
                 });
             match found {
                 Ok(f) => match f.row {
-                    Some(row) => out.push((src, sink, cursor, row)),
-                    None => breakers.searched(&src, sink, cursor, None, f.done, now),
+                    Some(row) => out.push(Probe {
+                        sink: at.clone(),
+                        cursor,
+                        row,
+                    }),
+                    None => breakers.searched(src, sink, cursor, None, f.done, now),
                 },
                 Err(e) => {
                     tracing::warn!(source = %src, sink, error = %e, "cannot look for a probe row; next tick")
