@@ -692,7 +692,7 @@ pub fn principal() -> Principal {
 pub fn start(
     store: Arc<Store>,
     clock: SharedClock,
-    control: Arc<crate::sink_control::SinkControl>,
+    breakers: Arc<Breakers>,
     jobs: Arc<JobRunner>,
     mut stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -702,14 +702,14 @@ pub fn start(
         loop {
             tokio::select! {
                 _ = every.tick() => {}
-                _ = control.breakers.wake.notified() => {}
+                _ = breakers.wake.notified() => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-            if control.breakers.is_empty() {
+            if breakers.is_empty() {
                 continue;
             }
-            let (s, c, now) = (store.clone(), control.clone(), clock.now_ms());
-            match tokio::task::spawn_blocking(move || c.breakers.pass(&s, now)).await {
+            let (s, b, now) = (store.clone(), breakers.clone(), clock.now_ms());
+            match tokio::task::spawn_blocking(move || b.pass(&s, now)).await {
                 Ok(started) => {
                     for job in started {
                         jobs.spawn(store.clone(), clock.clone(), job);

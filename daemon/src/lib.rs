@@ -477,7 +477,7 @@ impl Daemon {
         let breakers = breaker::start(
             store.clone(),
             clock_for_archive.clone(),
-            sinks.clone(),
+            sinks.breakers.clone(),
             jobs.clone(),
             stop_rx.clone(),
         );

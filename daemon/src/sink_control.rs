@@ -9,6 +9,8 @@
 //! must not hang off the counters (an earlier layout kept both inside
 //! `Metrics`, and the breaker task took "anything holding breakers").
 
+use std::sync::Arc;
+
 use crate::breaker::Breakers;
 use crate::config::Source;
 use crate::sink_health::SinkBoard;
@@ -16,7 +18,8 @@ use crate::sink_health::SinkBoard;
 /// Every configured sink's breaker and health.
 #[derive(Debug, Default)]
 pub struct SinkControl {
-    pub breakers: Breakers,
+    /// Shared with the breaker task ([`crate::breaker::start`]).
+    pub breakers: Arc<Breakers>,
     pub board: SinkBoard,
 }
 
@@ -24,7 +27,7 @@ impl SinkControl {
     /// The breakers and health of `sources`' sinks.
     pub fn for_sources(sources: &[Source]) -> SinkControl {
         SinkControl {
-            breakers: Breakers::new(sources),
+            breakers: Arc::new(Breakers::new(sources)),
             board: SinkBoard::new(sources.iter().map(|s| (s.id.as_str(), s.sinks.len()))),
         }
     }

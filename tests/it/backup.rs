@@ -114,13 +114,9 @@ async fn start_sink() -> Sink {
         .route("/hold", axum::routing::post(handler("hold")))
         .route("/gone", axum::routing::post(handler("gone")))
         .with_state(st.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let base = crate::common::serve_loopback(app).await;
     Sink {
-        base: format!("http://{addr}"),
+        base,
         release: st.release,
         accepted: st.accepted,
     }

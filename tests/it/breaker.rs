@@ -44,12 +44,8 @@ async fn start_sink(s: Arc<Sink>) -> String {
     let app = axum::Router::new()
         .route("/hooks", axum::routing::post(answer))
         .with_state(s);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    format!("http://{addr}/hooks")
+    let base = crate::common::serve_loopback(app).await;
+    format!("{base}/hooks")
 }
 
 fn ankusa(args: &[&str]) -> String {

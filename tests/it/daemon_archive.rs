@@ -32,12 +32,8 @@ async fn start_sink() -> (String, Arc<AtomicU64>) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}/ok"), hits)
+    let base = crate::common::serve_loopback(app).await;
+    (format!("{base}/ok"), hits)
 }
 
 fn source(url: &str) -> String {

@@ -150,12 +150,8 @@ async fn start_sink(sink: Sink) -> String {
     let app = axum::Router::new()
         .route("/{path}", axum::routing::post(sink_handler))
         .with_state(sink);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
+    let base = crate::common::serve_loopback(app).await;
+    base
 }
 
 /// A source with a fixed tenant and one sink.

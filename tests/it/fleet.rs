@@ -52,12 +52,8 @@ async fn start_refusing_sink(seen: Arc<Mutex<Vec<String>>>) -> String {
             ),
         )
         .with_state(seen);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    format!("http://{addr}/s")
+    let base = crate::common::serve_loopback(app).await;
+    format!("{base}/s")
 }
 
 fn node_config(dir: &Path, node: &str, sink: &str) {
@@ -336,12 +332,8 @@ async fn start_slow_sink(seen: Arc<Mutex<Vec<String>>>) -> String {
             ),
         )
         .with_state(seen);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    format!("http://{addr}/s")
+    let base = crate::common::serve_loopback(app).await;
+    format!("{base}/s")
 }
 
 /// Posts one hook for `tenant` through `front` and returns the node that

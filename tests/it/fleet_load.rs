@@ -98,12 +98,8 @@ async fn start_sink(log: Arc<Mutex<SinkLog>>) -> String {
             ),
         )
         .with_state(log);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    format!("http://{addr}/s")
+    let base = crate::common::serve_loopback(app).await;
+    format!("{base}/s")
 }
 
 /// One acknowledged hook.

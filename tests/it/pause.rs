@@ -42,12 +42,8 @@ async fn start_sink(hits: Hits) -> String {
     let app = axum::Router::new()
         .route("/{path}", axum::routing::post(sink))
         .with_state(hits);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    format!("http://{addr}")
+    let base = crate::common::serve_loopback(app).await;
+    base
 }
 
 fn count(hits: &Hits, path: &str, tenant: &str) -> usize {

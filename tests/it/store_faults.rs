@@ -112,12 +112,8 @@ async fn start_sink() -> (String, Arc<Mutex<HashSet<String>>>) {
             }
         }),
     );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    (format!("http://{addr}/in"), got)
+    let base = crate::common::serve_loopback(app).await;
+    (format!("{base}/in"), got)
 }
 
 fn config(dir: &Path, store: &str, sink: &str) {
