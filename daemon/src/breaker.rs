@@ -49,9 +49,9 @@ use ankusa_store::transitions::UnparkCursor;
 use ankusa_store::Store;
 use tokio::sync::{watch, Notify};
 
+use super::clock::SharedClock;
 use super::config::{BreakerSection, Source};
 use super::job_runner::JobRunner;
-use super::SharedClock;
 
 /// How often the task looks at the store's pauses when nothing wakes it:
 /// the latency of noticing a backoff's end or an operator's resume.

@@ -30,11 +30,11 @@ use ankusa_store::{queries, transitions, Batch, HookId, InflightRow, Store, Stor
 use base64::Engine as _;
 use hmac::Mac as _;
 
+use super::clock::SharedClock;
 use super::config::{live, SinkConfig};
 use super::metrics::Metrics;
 use super::recorder::{RecordError, Recorder};
 use super::reload::{Live, SinkHandle};
-use super::SharedClock;
 
 /// Headers from the stored request that are never forwarded: they describe
 /// the original connection, not the hook.

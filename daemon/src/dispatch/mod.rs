@@ -87,7 +87,9 @@ use reclaim::reclaim_loop;
 pub use steer::{Steering, TickPolicy, Turn};
 
 use super::breaker;
+use super::clock::SharedClock;
 pub use super::config::DispatchSettings;
+use super::config::Settings;
 use super::delivery::{Deliverer, Ended};
 use super::error::DaemonError;
 use super::metrics::Metrics;
@@ -95,7 +97,6 @@ use super::recorder::Recorder;
 use super::reload::Live;
 use super::sink_control::SinkControl;
 pub use super::sink_room::{SinkBounds, SinkKey, SinkMap, SinkRoom};
-use super::{Settings, SharedClock};
 
 /// The shortest time between two ticks started by finished deliveries:
 /// a slot freed by a delivery is claimed for within this (plus the tick),
