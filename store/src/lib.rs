@@ -36,6 +36,7 @@
 pub mod audit;
 pub mod batch;
 pub mod check;
+mod clock;
 mod codec;
 pub mod counters;
 pub mod damage;
@@ -75,11 +76,4 @@ pub use schema::{Family, MemoryBudget, FORMAT};
 pub use store::{Mode, Store, StoreMemory, WriteFault};
 pub use values::{Envelope, HookId, HookIdError, Kind};
 
-/// Milliseconds since the Unix epoch from the system clock. Components take
-/// `now` as a parameter; only binaries call this.
-pub fn system_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+pub use clock::system_now_ms;

@@ -277,7 +277,7 @@ impl Store {
                 Ok(())
             }
             Err(e) => {
-                let now = crate::system_now_ms();
+                let now = crate::clock::system_now_ms();
                 match fault.as_mut() {
                     Some(f) => {
                         f.failed_writes += 1;
@@ -581,7 +581,7 @@ impl Store {
                     "a table file of the store is damaged: reads that need it fail until the store is restored from a backup"
                 );
                 *damage = Some(crate::damage::Damage {
-                    since_ms: crate::system_now_ms(),
+                    since_ms: crate::clock::system_now_ms(),
                     file: file.clone(),
                     error: message.clone(),
                     failed_reads: 1,

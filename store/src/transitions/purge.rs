@@ -142,7 +142,7 @@ pub fn purge_tenant_chunk(
                         .and_then(|(seq, sink)| crate::queries::delivery(store, seq, sink).ok())
                         .flatten()
                         .map(|d| d.size);
-                    quarantine_due(&mut b, &bad, size, crate::system_now_ms());
+                    quarantine_due(&mut b, &bad, size, crate::clock::system_now_ms());
                     if let Ok(key) = DueKey::decode(k) {
                         next.due_after = Some((key.at, key.seq, key.sink));
                     }
