@@ -50,6 +50,7 @@ pub mod replay;
 pub mod routes;
 pub mod rowlock;
 mod unpark;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 

@@ -155,7 +155,7 @@ pub struct DlqEntry {
     /// its position as `sink`). Empty from a node that predates it.
     #[serde(default)]
     pub sink_name: String,
-    #[serde(flatten)]
+    #[serde(flatten, with = "crate::wire::dead_row")]
     pub row: DeadRow,
 }
 

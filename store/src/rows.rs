@@ -2,8 +2,6 @@
 //! them. A row is identified by its key; the value fields ride along so a
 //! transition never needs a read to know a row's size or kind.
 
-use serde::Serialize;
-
 use crate::error::DecodeError;
 use crate::keys::{DeadByTenantKey, DeadKey, DueKey, InflightKey};
 use crate::node_id::NodeIdentity;
@@ -59,7 +57,7 @@ impl InflightRow {
 /// A dead row (DLQ entry). `hook_id` is the public id, derived from the
 /// seq and the node's identity: the id string the `x` value keeps is the
 /// node-local form written at dead-letter time, never shown (docs/storage.md).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DeadRow {
     pub ord: u32,
     pub at: u64,
@@ -68,7 +66,6 @@ pub struct DeadRow {
     pub source_id: String,
     pub hook_id: String,
     /// The hook's event type, when its source routes by type.
-    #[serde(default)]
     pub event_type: Option<String>,
 }
 

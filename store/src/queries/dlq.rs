@@ -39,7 +39,7 @@ impl DlqCursor {
 }
 
 /// A page of dead rows, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DlqPage {
     pub entries: Vec<DeadRow>,
     pub next: Option<DlqCursor>,
