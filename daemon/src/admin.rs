@@ -57,7 +57,7 @@ pub struct AdminState {
     pub clock: SharedClock,
     pub metrics: Arc<Metrics>,
     /// The sinks' breakers and health, for the sinks list.
-    pub sinks: Arc<super::sink_control::SinkControl>,
+    pub control: Arc<super::sink_control::SinkControl>,
     pub jobs: Arc<JobRunner>,
     /// The node's last hour ([`super::history`]).
     pub history: Arc<super::history::History>,
@@ -558,7 +558,7 @@ async fn sinks_list(
     let st = s.clone();
     let mut page = blocking(move || reads::sinks(&st.store, &who)).await?;
     for v in &mut page.sinks {
-        v.health = s.sinks.health(&v.source, v.index, now);
+        v.health = s.control.health(&v.source, v.index, now);
     }
     Ok(Json(page).into_response())
 }

@@ -155,7 +155,7 @@ pub struct Deliverer {
     clock: SharedClock,
     metrics: Arc<Metrics>,
     /// The sinks' breakers and health, which each attempt feeds.
-    sinks: Arc<crate::sink_control::SinkControl>,
+    control: Arc<crate::sink_control::SinkControl>,
     /// The sinks in force; an attempt keeps the sink it looked up.
     live: Arc<Live>,
     /// Commits outcomes in groups, off the runtime's workers.
@@ -167,7 +167,7 @@ impl Deliverer {
         store: Arc<Store>,
         clock: SharedClock,
         metrics: Arc<Metrics>,
-        sinks: Arc<crate::sink_control::SinkControl>,
+        control: Arc<crate::sink_control::SinkControl>,
         live: Arc<Live>,
         per_sink: usize,
         recorder: Recorder,
@@ -185,7 +185,7 @@ impl Deliverer {
             store,
             clock,
             metrics,
-            sinks,
+            control,
             live,
             recorder,
         })
@@ -247,7 +247,7 @@ impl Deliverer {
                 Some(sink) => {
                     let attempt = drow.attempts.saturating_add(1);
                     let started = std::time::Instant::now();
-                    self.sinks.board.started(&env.source_id, row.sink);
+                    self.control.board.started(&env.source_id, row.sink);
                     let verdict = self.attempt(sink, env, row, attempt).await;
                     let took = started.elapsed();
                     self.metrics.dispatch.attempt_seconds.observe(took);
@@ -258,7 +258,7 @@ impl Deliverer {
                             (*status, false, Some(error.as_str()))
                         }
                     };
-                    self.sinks.breakers.record(
+                    self.control.breakers.record(
                         &env.source_id,
                         row.sink,
                         row.seq,
@@ -270,7 +270,7 @@ impl Deliverer {
                         },
                         self.clock.now_ms(),
                     );
-                    self.sinks.board.ended(
+                    self.control.board.ended(
                         &env.source_id,
                         row.sink,
                         &super::sink_health::Attempt {

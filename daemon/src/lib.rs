@@ -220,7 +220,7 @@ pub struct Daemon {
     metrics: Arc<Metrics>,
     /// The sinks' breakers and health, which delivery, dispatch and
     /// reloads share.
-    sinks: Arc<sink_control::SinkControl>,
+    control: Arc<sink_control::SinkControl>,
     clock: SharedClock,
     /// Print the `listening on` line (off for in-process benches, whose
     /// stdout is their report).
@@ -246,8 +246,8 @@ impl Daemon {
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
             .map_err(DaemonError::store("cannot recover inflight rows at boot"))?;
-        let sinks = Arc::new(sink_control::SinkControl::for_sources(&settings.sources));
-        let metrics = Arc::new(Metrics::rendering(sinks.clone()));
+        let control = Arc::new(sink_control::SinkControl::for_sources(&settings.sources));
+        let metrics = Arc::new(Metrics::rendering(control.clone()));
         metrics
             .recovered_inflight
             .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);
@@ -289,7 +289,7 @@ impl Daemon {
         ankusa_store::sinks::replace(&store, &catalog).map_err(DaemonError::store(
             "cannot record the sink catalog in the store",
         ))?;
-        for scope in breaker::orphans(&store, &sinks.breakers)
+        for scope in breaker::orphans(&store, &control.breakers)
             .map_err(DaemonError::store("cannot read the pauses at boot"))?
         {
             tracing::warn!(
@@ -312,7 +312,7 @@ impl Daemon {
             writer,
             handle,
             metrics,
-            sinks,
+            control,
             clock,
             announce: true,
         })
@@ -354,7 +354,7 @@ impl Daemon {
             writer,
             handle,
             metrics,
-            sinks,
+            control,
             clock,
             announce,
         } = self;
@@ -369,7 +369,7 @@ impl Daemon {
                 clock.clone(),
                 &settings,
                 metrics.clone(),
-                sinks.clone(),
+                control.clone(),
                 live.clone(),
             )?)
         } else {
@@ -378,7 +378,7 @@ impl Daemon {
         let reloader = Arc::new(reload::Reloader::new(
             live.clone(),
             store.clone(),
-            sinks.clone(),
+            control.clone(),
             clock.clone(),
             settings.clone(),
             announce,
@@ -404,7 +404,7 @@ impl Daemon {
             reloader: reloader.clone(),
             clock: clock_for_archive.clone(),
             metrics: metrics.clone(),
-            sinks: sinks.clone(),
+            control: control.clone(),
             jobs: jobs.clone(),
             history: node_history.clone(),
             started: std::time::Instant::now(),
@@ -477,7 +477,7 @@ impl Daemon {
         let breakers = breaker::start(
             store.clone(),
             clock_for_archive.clone(),
-            sinks.breakers.clone(),
+            control.breakers.clone(),
             jobs.clone(),
             stop_rx.clone(),
         );

@@ -108,7 +108,7 @@ pub struct Metrics {
     pub dispatch: DispatchMetrics,
     /// The sinks' breakers and health, read (never written) to render
     /// their series ([`super::sink_control`]).
-    sinks: std::sync::Arc<super::sink_control::SinkControl>,
+    control: std::sync::Arc<super::sink_control::SinkControl>,
     /// The archiver's counters.
     pub archive: ArchiveMetrics,
 }
@@ -127,11 +127,11 @@ impl Metrics {
             .map_or(0, |i| self.outcomes[i].load(Ordering::Relaxed))
     }
 
-    /// Metrics that render `sinks`' breakers and health with their own
+    /// Metrics that render `control`'s breakers and health with their own
     /// series.
-    pub fn rendering(sinks: std::sync::Arc<super::sink_control::SinkControl>) -> Metrics {
+    pub fn rendering(control: std::sync::Arc<super::sink_control::SinkControl>) -> Metrics {
         Metrics {
-            sinks,
+            control,
             ..Metrics::default()
         }
     }
@@ -265,7 +265,7 @@ impl Metrics {
             r(&self.store_recoveries),
         );
         self.dispatch.render(&mut out);
-        self.sinks.render(&mut out);
+        self.control.render(&mut out);
         self.archive.render(&mut out);
         out
     }

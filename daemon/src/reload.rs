@@ -593,7 +593,7 @@ fn plan_admin_tokens(old: &AdminSettings, new: &AdminSettings, changes: &mut Vec
 pub struct Reloader {
     live: Arc<Live>,
     store: Arc<Store>,
-    sinks: Arc<super::sink_control::SinkControl>,
+    control: Arc<super::sink_control::SinkControl>,
     clock: SharedClock,
     /// The settings in force (boot's, then each applied reload's).
     applied: Mutex<Settings>,
@@ -605,7 +605,7 @@ impl Reloader {
     pub fn new(
         live: Arc<Live>,
         store: Arc<Store>,
-        sinks: Arc<super::sink_control::SinkControl>,
+        control: Arc<super::sink_control::SinkControl>,
         clock: SharedClock,
         settings: Settings,
         notify: bool,
@@ -613,7 +613,7 @@ impl Reloader {
         Reloader {
             live,
             store,
-            sinks,
+            control,
             clock,
             applied: Mutex::new(settings),
             notify,
@@ -692,14 +692,14 @@ impl Reloader {
         ankusa_store::sinks::replace(&self.store, &catalog)?;
         // Breakers and the health board before the swap: a delivery to a
         // new sink finds its breaker.
-        self.sinks.reconfigure(&new.sources);
+        self.control.reconfigure(&new.sources);
         let generation = self.live.current().generation + 1;
         self.live.swap(Routes::new(generation, &new));
         let file = new.config_path.display().to_string();
         *applied = new;
         // As at boot: a pause a breaker made stays when its breaker goes.
         // After the swap, and only logged: the reload has happened.
-        match super::breaker::orphans(&self.store, &self.sinks.breakers) {
+        match super::breaker::orphans(&self.store, &self.control.breakers) {
             Ok(scopes) => {
                 for scope in scopes {
                     tracing::warn!(

@@ -85,7 +85,7 @@ impl Inflight {
     /// Notes a delivery whose outcome could not be recorded. Called after
     /// [`Inflight::done`]: the row is out of the held set, so the sweep
     /// this count triggers does not skip it.
-    pub(super) fn unrecorded(&self) {
+    pub(super) fn note_unrecorded(&self) {
         self.unrecorded.fetch_add(1, Ordering::SeqCst);
     }
 

@@ -552,7 +552,7 @@ impl Dispatcher {
             match found {
                 Ok(f) => match f.row {
                     Some(row) => out.push(Probe {
-                        sink: at.clone(),
+                        sink: at,
                         cursor,
                         row,
                     }),
@@ -651,7 +651,7 @@ impl Dispatcher {
                 Ended::Retried => m.retried.fetch_add(1, Ordering::Relaxed),
                 Ended::Dead => m.dead.fetch_add(1, Ordering::Relaxed),
                 Ended::Unrecorded => {
-                    self.inflight.unrecorded();
+                    self.inflight.note_unrecorded();
                     m.unrecorded.fetch_add(1, Ordering::Relaxed)
                 }
             };

@@ -970,7 +970,7 @@ fn rows_nobody_delivers_go_back_to_due_and_rows_in_delivery_never_do() {
     // Its delivery ends without its outcome recorded (as spawn_delivery
     // does it): the row is inflight in the store and nobody delivers it.
     d.inflight.done(&rows[0]);
-    d.inflight.unrecorded();
+    d.inflight.note_unrecorded();
     let (_, again) = d.claim().unwrap();
     assert_eq!(again.len(), 1, "the stranded row is due again and claimed");
     assert_eq!(
@@ -1147,7 +1147,7 @@ impl Rig {
                 if !self.flying.is_empty() {
                     let row = self.flying.remove(i % self.flying.len());
                     self.d.inflight.done(&row);
-                    self.d.inflight.unrecorded();
+                    self.d.inflight.note_unrecorded();
                 }
             }
             Step::Dead(i) => {
