@@ -44,6 +44,7 @@ use ankusa_ops::model::{
     BackupRequest, ConfigCheckRequest, DaemonInfo, JobsPage, PauseRequest, PolicyView,
     PurgeRequest, ReplayRequest, SinkLimitsView,
 };
+use ankusa_ops::wire::{DlqOrderJson, Opt, Own, PolicyJson, SinkLimitsJson};
 use ankusa_ops::{jobs, node, pauses, reads, routes, OpsError};
 use ankusa_store::policy::{Policy, SinkLimits};
 
@@ -329,6 +330,7 @@ struct TenantsQuery {
 struct DlqQuery {
     tenant: Option<String>,
     /// `newest_first` (default) or `oldest_first`.
+    #[serde(default, with = "Opt::<DlqOrderJson>")]
     order: Option<ankusa_store::queries::DlqOrder>,
     cursor: Option<String>,
     limit: Option<usize>,
@@ -585,8 +587,9 @@ async fn policy_set(
     Caller(who): Caller,
     Segment(tenant): Segment,
     _: NoQuery,
-    ApiBody(set): ApiBody<Policy>,
+    ApiBody(set): ApiBody<Own<PolicyJson, Policy>>,
 ) -> ApiResult<Response> {
+    let set = set.into_inner();
     let now = s.clock.now_ms();
     let c = blocking(move || ankusa_ops::policy::set_tenant(&s.store, &who, &tenant, &set, now))
         .await?;
@@ -630,8 +633,9 @@ async fn limits_set(
     Caller(who): Caller,
     Segment(sink): Segment,
     _: NoQuery,
-    ApiBody(set): ApiBody<SinkLimits>,
+    ApiBody(set): ApiBody<Own<SinkLimitsJson, SinkLimits>>,
 ) -> ApiResult<Response> {
+    let set = set.into_inner();
     let now = s.clock.now_ms();
     let c =
         blocking(move || ankusa_ops::policy::set_sink(&s.store, &who, &sink, &set, now)).await?;

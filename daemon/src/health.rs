@@ -29,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ankusa_ops::wire::{DamageJson, Via};
 use ankusa_store::{Store, StoreError};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -55,7 +56,7 @@ pub fn readiness(store: &Store) -> Response {
                 "status": "unavailable",
                 "reason": "store_damaged",
                 "message": "a table file of the store is damaged: reads that need it fail; stop the daemon and restore the store from a backup (docs/deployment.md, \"A damaged table file\")",
-                "damage": d,
+                "damage": Via::<DamageJson, _>::new(&d),
             })),
         )
             .into_response();

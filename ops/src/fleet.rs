@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::{Client, Transport};
 use crate::model::{DlqEntry, NodeState, Stats, TenantDetail, TenantsPage};
 use crate::operator::Operator;
+use crate::wire::{CountersJson, Opt, TenantInfoJson, TotalsJson};
 
 /// How long one node may take to answer when the file says nothing.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -357,9 +358,17 @@ pub struct NodeLine {
     #[serde(default)]
     pub draining: bool,
     /// Its node-aggregate counters (what `ankusa store info` shows).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<CountersJson>"
+    )]
     pub counters: Option<Counters>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<TotalsJson>"
+    )]
     pub totals: Option<Totals>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenants: Option<u32>,
@@ -389,7 +398,7 @@ impl NodeLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetTenant {
     pub node: String,
-    #[serde(flatten)]
+    #[serde(flatten, with = "TenantInfoJson")]
     pub tenant: TenantInfo,
     #[serde(default)]
     pub paused: bool,
@@ -402,8 +411,10 @@ pub struct FleetTenants {
     pub nodes: Vec<NodeLine>,
     pub tenants: Vec<FleetTenant>,
     /// The sum of the answering nodes' node-aggregate counters.
+    #[serde(with = "CountersJson")]
     pub totals: Counters,
     /// The sum of their cumulative totals.
+    #[serde(with = "TotalsJson")]
     pub cumulative: Totals,
     /// Nodes that did not answer (their figures are in no total).
     pub unreachable: Vec<String>,

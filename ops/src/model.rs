@@ -8,6 +8,11 @@ use ankusa_store::{Counters, DeadRow, Totals};
 use serde::{Deserialize, Serialize};
 
 use crate::access::Principal;
+use crate::wire::{
+    CountersJson, DeadRowJson, DlqCursorJson, DrainJson, Opt, PauseJson, PolicyJson,
+    PurgeCursorJson, ScopeJson, Seq, SinkLimitsJson, StoredSinkLimitsJson, TenantInfoJson,
+    TenantPolicyJson, TotalsJson, UnparkCursorJson,
+};
 
 /// `GET /v1/admin/stats`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,11 +20,12 @@ pub struct Stats {
     pub store: String,
     pub format: u32,
     /// Node-aggregate counters (ordinal 0): point reads, never a fold.
+    #[serde(with = "CountersJson")]
     pub node: Counters,
     /// The node's cumulative totals (rows accepted, delivered, retried,
     /// dead-lettered): monotone merge-operand counters, so two samples give
     /// rates. Zeros from a release before them.
-    #[serde(default)]
+    #[serde(default, with = "TotalsJson")]
     pub totals: Totals,
     /// Age of the oldest due row (ms), when one is overdue.
     pub oldest_due_age_ms: Option<u64>,
@@ -69,6 +75,7 @@ impl From<ankusa_store::WriteFault> for StoreFault {
 /// `GET /v1/admin/tenants`: one page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantsPage {
+    #[serde(with = "Seq::<TenantInfoJson>")]
     pub tenants: Vec<TenantInfo>,
     /// Pass as `cursor` for the next page; absent on the last one.
     pub next: Option<String>,
@@ -85,9 +92,10 @@ pub struct TenantsPage {
 pub struct TenantDetail {
     pub tenant: String,
     pub ord: u32,
+    #[serde(with = "CountersJson")]
     pub counters: Counters,
     /// The tenant's cumulative totals, as [`Stats::totals`] for the node.
-    #[serde(default)]
+    #[serde(default, with = "TotalsJson")]
     pub totals: Totals,
     /// Due time (ms) of the tenant's first due row (overdue or scheduled).
     pub first_due_at: Option<u64>,
@@ -101,7 +109,11 @@ pub struct TenantDetail {
     pub paused: Vec<PauseView>,
     /// What an operator set for it (`ankusa tenants policy`); absent, the
     /// defaults apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<TenantPolicyJson>"
+    )]
     pub policy: Option<TenantPolicy>,
 }
 
@@ -110,10 +122,18 @@ pub struct TenantDetail {
 pub struct PolicyView {
     pub tenant: String,
     /// What an operator set; absent, the defaults apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<TenantPolicyJson>"
+    )]
     pub stored: Option<TenantPolicy>,
     /// The daemon's defaults, when a daemon answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<PolicyJson>"
+    )]
     pub defaults: Option<Policy>,
 }
 
@@ -122,7 +142,9 @@ pub struct PolicyView {
 pub struct PolicyChange {
     pub tenant: String,
     /// The stored policy before and after (absent: none, the defaults).
+    #[serde(default, with = "Opt::<PolicyJson>")]
     pub before: Option<Policy>,
+    #[serde(default, with = "Opt::<PolicyJson>")]
     pub after: Option<Policy>,
     /// False when the request changed nothing (and nothing was written).
     pub changed: bool,
@@ -133,7 +155,11 @@ pub struct PolicyChange {
 pub struct SinkLimitsView {
     /// `SOURCE/NAME`.
     pub sink: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<StoredSinkLimitsJson>"
+    )]
     pub stored: Option<StoredSinkLimits>,
 }
 
@@ -142,7 +168,9 @@ pub struct SinkLimitsView {
 pub struct SinkLimitsChange {
     /// `SOURCE/NAME`.
     pub sink: String,
+    #[serde(default, with = "Opt::<SinkLimitsJson>")]
     pub before: Option<SinkLimits>,
+    #[serde(default, with = "Opt::<SinkLimitsJson>")]
     pub after: Option<SinkLimits>,
     pub changed: bool,
 }
@@ -155,7 +183,7 @@ pub struct DlqEntry {
     /// its position as `sink`). Empty from a node that predates it.
     #[serde(default)]
     pub sink_name: String,
-    #[serde(flatten, with = "crate::wire::dead_row")]
+    #[serde(flatten, with = "DeadRowJson")]
     pub row: DeadRow,
 }
 
@@ -355,13 +383,25 @@ pub struct Job {
     pub progress: JobProgress,
     /// How far a purge has got (committed with each chunk), so a resumed
     /// purge continues where it stopped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<PurgeCursorJson>"
+    )]
     pub cursor: Option<ankusa_store::transitions::PurgeCursor>,
     /// How far a range replay has got (committed with each chunk).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<DlqCursorJson>"
+    )]
     pub replay_after: Option<ankusa_store::queries::DlqCursor>,
     /// How far a resume's unpark walk has got (committed with each chunk).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<UnparkCursorJson>"
+    )]
     pub unpark: Option<ankusa_store::transitions::UnparkCursor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<u64>,
@@ -417,6 +457,7 @@ pub enum JobSpec {
     },
     /// Unparks the rows a sink pause parked, once the pause is lifted.
     Resume {
+        #[serde(with = "ScopeJson")]
         scope: ankusa_store::pauses::Scope,
         /// The tenant's ordinal when the scope names one.
         ord: Option<u32>,
@@ -474,7 +515,7 @@ pub struct PauseRequest {
 pub struct PauseView {
     /// `tenant acme`, `sink shop/0`, `sink shop/0 for tenant acme`.
     pub label: String,
-    #[serde(flatten)]
+    #[serde(flatten, with = "PauseJson")]
     pub pause: ankusa_store::pauses::Pause,
 }
 
@@ -526,7 +567,11 @@ pub struct SinkView {
     pub health: Option<SinkHealth>,
     /// Limits an operator set at run time (`ankusa sinks limit`), over
     /// its configuration's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Opt::<SinkLimitsJson>"
+    )]
     pub limits: Option<SinkLimits>,
 }
 
@@ -607,6 +652,7 @@ pub struct NodeState {
     /// daemon with node ids has booted yet.
     pub node: Option<ankusa_store::NodeId>,
     /// Present while the node drains.
+    #[serde(default, with = "Opt::<DrainJson>")]
     pub draining: Option<ankusa_store::node::Drain>,
     /// Rows it still owes a delivery: pending, scheduled and inflight.
     pub owed: u64,
@@ -622,6 +668,7 @@ pub struct HistorySample {
     /// When it was taken (ms).
     pub at: u64,
     /// The node's cumulative totals then.
+    #[serde(with = "TotalsJson")]
     pub totals: ankusa_store::counters::Totals,
     /// Rows waiting (pending + scheduled).
     pub backlog: i64,

@@ -24,6 +24,7 @@ use crate::model::{
     TenantsPage,
 };
 use crate::routes::{self, encode as enc};
+use crate::wire::{PolicyJson, SinkLimitsJson, Via};
 use crate::{backup, jobs, node, pauses, policy, reads, Result};
 use ankusa_store::policy::{Policy, SinkLimits};
 
@@ -279,7 +280,10 @@ impl<S: Deref<Target = Store>> Operator<S> {
     /// Sets fields of a tenant's policy (admin; audited).
     pub fn set_tenant_policy(&self, tenant: &str, set: &Policy) -> Result<PolicyChange> {
         match self {
-            Operator::Daemon(c) => c.put(&routes::fill(routes::TENANT_POLICY, tenant), set),
+            Operator::Daemon(c) => c.put(
+                &routes::fill(routes::TENANT_POLICY, tenant),
+                &Via::<PolicyJson, _>::new(set),
+            ),
             Operator::Store { store, who } => {
                 policy::set_tenant(store, who, tenant, set, ankusa_store::system_now_ms())
             }
@@ -315,7 +319,10 @@ impl<S: Deref<Target = Store>> Operator<S> {
     /// Sets a sink's limits (admin; audited).
     pub fn set_sink_limits(&self, sink: &str, set: &SinkLimits) -> Result<SinkLimitsChange> {
         match self {
-            Operator::Daemon(c) => c.put(&routes::fill(routes::SINK_LIMITS, sink), set),
+            Operator::Daemon(c) => c.put(
+                &routes::fill(routes::SINK_LIMITS, sink),
+                &Via::<SinkLimitsJson, _>::new(set),
+            ),
             Operator::Store { store, who } => {
                 policy::set_sink(store, who, sink, set, ankusa_store::system_now_ms())
             }

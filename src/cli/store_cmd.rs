@@ -159,7 +159,7 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
 /// answers on the store's socket (its store fault above all).
 #[derive(serde::Serialize)]
 struct InfoOut<'a> {
-    #[serde(flatten)]
+    #[serde(flatten, with = "ankusa_ops::wire::StoreInfoJson")]
     info: &'a info::StoreInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     daemon: Option<ankusa_ops::model::DaemonInfo>,

@@ -77,7 +77,7 @@ impl Field {
 }
 
 /// The six counters of one ordinal.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     pub pending: i64,
     pub scheduled: i64,
@@ -182,17 +182,12 @@ impl Total {
 
 /// The cumulative totals of one ordinal. A stored value that is
 /// negative (only a damaged store holds one) reads as 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
-    #[serde(default)]
     pub accepted: u64,
-    #[serde(default)]
     pub delivered: u64,
-    #[serde(default)]
     pub retried: u64,
-    #[serde(default)]
     pub dead_lettered: u64,
-    #[serde(default)]
     pub unrouted: u64,
 }
 

@@ -19,10 +19,8 @@
 //! - A damaged read is an error ([`crate::StoreError::Damaged`]), never a
 //!   short or empty result.
 
-use serde::Serialize;
-
 /// The damaged file, as RocksDB lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DamagedFile {
     /// The file's name in the store directory (`000012.sst`).
     pub name: String,
@@ -46,7 +44,7 @@ impl std::fmt::Display for DamagedFile {
 }
 
 /// What a handle knows of the damage it met.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damage {
     /// When the first damaged read failed (ms since the epoch).
     pub since_ms: u64,

@@ -1,14 +1,12 @@
 //! `store info`: a summary that costs point reads and bounded scans only.
 
-use serde::Serialize;
-
 use crate::counters::{Counters, Totals};
 use crate::error::Result;
 use crate::queries::{self, OldestDue};
 use crate::schema::Family;
 use crate::store::Store;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StoreInfo {
     pub path: String,
     pub mode: &'static str,

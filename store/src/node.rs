@@ -16,8 +16,6 @@
 //! meta row (`m:drain`), so a restart keeps draining until an operator
 //! undrains. Value (version 1): `1:u8 since:u64 by:str16`.
 
-use serde::{Deserialize, Serialize};
-
 use crate::batch::Batch;
 use crate::codec::{put_str16, Reader};
 use crate::error::{DecodeError, Result};
@@ -57,7 +55,7 @@ pub fn record_identity(store: &Store, id: NodeId) -> Result<NodeIdentity> {
 }
 
 /// A drain in force.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drain {
     /// Since when (ms).
     pub since: u64,

@@ -16,7 +16,9 @@ pub const MAX_NODE_ID: usize = 32;
 
 /// A node's id in the fleet: 1 to [`MAX_NODE_ID`] bytes of lowercase ASCII
 /// letters, digits and `-`, not starting or ending with `-`. No `_`: a hook
-/// id splits on it (`hk_<node>_<seq>`).
+/// id splits on it (`hk_<node>_<seq>`). Written and read as its text, as
+/// the configuration file and the admin API have it; reading refuses a
+/// string that is not an id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct NodeId(String);
@@ -80,7 +82,7 @@ impl From<NodeId> for String {
 }
 
 /// A node's stored identity: its id, and the first seq it minted under it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeIdentity {
     pub id: NodeId,
     /// Hooks from this seq on carry the id; older ones keep `hk_<seq>`.

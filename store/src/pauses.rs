@@ -29,8 +29,6 @@
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use serde::{Deserialize, Serialize};
-
 use crate::batch::Batch;
 use crate::codec::{put_str16, Reader};
 use crate::error::{DecodeError, Result, StoreError};
@@ -51,11 +49,9 @@ const V1: u8 = 1;
 pub use crate::sinks::SinkRef;
 
 /// What a pause covers: a tenant, a sink, or a sink for one tenant.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Scope {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink: Option<SinkRef>,
 }
 
@@ -170,8 +166,7 @@ impl std::fmt::Display for Scope {
 }
 
 /// Who put a pause in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     Operator,
     /// The sink's circuit breaker.
@@ -179,7 +174,7 @@ pub enum Origin {
 }
 
 /// A pause in force.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pause {
     pub scope: Scope,
     /// Since when (ms).

@@ -129,6 +129,8 @@ impl std::fmt::Display for Rate {
     }
 }
 
+/// A rate is written and read as its text (`20/s`, `90/m`): the form the
+/// command line, the configuration file and the admin API all share.
 impl Serialize for Rate {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -144,20 +146,15 @@ impl<'de> Deserialize<'de> for Rate {
 
 /// A tenant's policy: each field set overrides the configuration's
 /// default (`[tenants]`, and `[dispatch] per_tenant` for the share).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Policy {
     /// Its share within its source's group (1 to [`MAX_WEIGHT`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u32>,
     /// In-flight slots it is guaranteed before anyone borrows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<u32>,
     /// Deliveries in flight at most, borrowing included.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap: Option<u32>,
     /// Deliveries started per second at most.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<Rate>,
 }
 
@@ -274,14 +271,11 @@ impl std::fmt::Display for Policy {
 }
 
 /// A sink's limits: each field set overrides the sink's configuration.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SinkLimits {
     /// Deliveries to it in flight at most (every tenant's together).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u32>,
     /// Requests started per second at most.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<Rate>,
 }
 
@@ -365,8 +359,7 @@ impl SinkLimits {
 }
 
 /// What a policy row applies to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
     Tenant(String),
     Sink(SinkRef),
@@ -416,7 +409,7 @@ impl Subject {
 }
 
 /// A tenant's stored policy, with who set it and when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantPolicy {
     pub tenant: String,
     pub policy: Policy,
@@ -427,7 +420,7 @@ pub struct TenantPolicy {
 }
 
 /// A sink's stored limits, with who set them and when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSinkLimits {
     pub sink: SinkRef,
     pub limits: SinkLimits,

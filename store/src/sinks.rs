@@ -13,8 +13,6 @@
 
 use std::ops::ControlFlow;
 
-use serde::{Deserialize, Serialize};
-
 use crate::batch::Batch;
 use crate::codec::{put_str16, Reader};
 use crate::error::{DecodeError, Result};
@@ -28,7 +26,7 @@ const V1: u8 = 1;
 /// `[[sources.sinks]]` list (the `sink` of its rows). The one name for a
 /// sink across the store, the operator core and the console; `source/sink`
 /// when displayed.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SinkRef {
     pub source: String,
     pub sink: u16,
@@ -53,7 +51,7 @@ impl std::fmt::Display for SinkRef {
 pub const MAX_SINKS: usize = 10_000;
 
 /// One sink as the daemon knows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkEntry {
     pub source: String,
     /// Position in the source's `[[sources.sinks]]` list (the `sink` of

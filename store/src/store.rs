@@ -783,7 +783,7 @@ where
 }
 
 /// RocksDB's memory by part, in bytes ([`Store::memory`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreMemory {
     /// The configured budget ([`MemoryBudget::bytes`]): block cache and
     /// memtables together stay near it.

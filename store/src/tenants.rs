@@ -155,13 +155,12 @@ pub fn allocated(store: &Store) -> Result<u32> {
 }
 
 /// A tenant with its counters and cumulative totals.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantInfo {
     pub ord: u32,
     pub id: String,
     pub counters: Counters,
     /// Absent in the JSON of a release before the totals: zeros.
-    #[serde(default)]
     pub totals: Totals,
 }
 

@@ -195,7 +195,7 @@ pub fn differences(folded: &Waiting, stored: &Waiting) -> Vec<(SinkRef, i64, i64
 }
 
 /// What a recount did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recount {
     /// Sinks with rows waiting.
     pub sinks: u64,

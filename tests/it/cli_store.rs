@@ -159,6 +159,69 @@ fn a_fixture_passes_store_check_and_tenants_list_agrees_with_the_index() {
     assert_eq!(v["tenants"], 40);
     let total: i64 = counted.values().map(|c| c.pending).sum();
     assert_eq!(v["node"]["pending"].as_i64().unwrap(), total);
+    store_info_json_is_as_documented(&v);
+}
+
+/// `store info --json` has the keys docs/cli.md shows, each of them, and
+/// no other (its JSON is written by `ankusa_ops::wire::StoreInfoJson`).
+fn store_info_json_is_as_documented(v: &serde_json::Value) {
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let sorted = |k: &[&str]| -> Vec<String> {
+        let mut k: Vec<String> = k.iter().map(|s| s.to_string()).collect();
+        k.sort();
+        k
+    };
+    let top = [
+        "path",
+        "mode",
+        "format",
+        "node",
+        "totals",
+        "tenants",
+        "active",
+        "oldest_due",
+        "oldest_due_age_ms",
+        "next_seq",
+        "quarantined",
+        "approx_keys",
+    ];
+    assert_eq!(keys(v), sorted(&top));
+    let node = [
+        "pending",
+        "scheduled",
+        "inflight",
+        "dead",
+        "bytes",
+        "archive_pending",
+    ];
+    assert_eq!(keys(&v["node"]), sorted(&node));
+    let totals = [
+        "accepted",
+        "delivered",
+        "retried",
+        "dead_lettered",
+        "unrouted",
+    ];
+    assert_eq!(keys(&v["totals"]), sorted(&totals));
+    let active = ["tenants", "markers_walked", "complete"];
+    assert_eq!(keys(&v["active"]), sorted(&active));
+    let oldest = ["ord", "at", "exact"];
+    assert_eq!(keys(&v["oldest_due"]), sorted(&oldest), "{v}");
+
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap();
+    let start = doc.find("\"active\": { \"tenants\"").unwrap();
+    let block = &doc[doc[..start].rfind("```json").unwrap()..];
+    let block = &block[..block[7..].find("```").unwrap()];
+    for k in top.iter().chain(&node).chain(&totals).chain(&active) {
+        assert!(
+            block.contains(&format!("\"{k}\":")),
+            "docs/cli.md's `store info --json` example lacks {k:?}"
+        );
+    }
 }
 
 #[test]

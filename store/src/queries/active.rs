@@ -8,12 +8,11 @@ use crate::error::Result;
 use crate::keys::{self, bounds, bucket_of, prefix, ActiveKey};
 use crate::schema::Family;
 use crate::store::{Dir, Store};
-use serde::Serialize;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 /// A tenant with work due, as the active index sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActiveTenant {
     pub ord: u32,
     /// The oldest second this tenant has a marker for.
@@ -81,7 +80,7 @@ pub fn markers_between(
 }
 
 /// A tenant with its pending counter, for the top-N gauge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingTenant {
     pub ord: u32,
     pub pending: i64,
@@ -99,7 +98,7 @@ pub const TOP_SCAN: usize = 10_000;
 pub const MARKER_BUDGET: usize = 100_000;
 
 /// Tenants with work due now, counted by a bounded walk of the markers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActiveSummary {
     /// Distinct tenants seen.
     pub tenants: usize,

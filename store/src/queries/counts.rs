@@ -9,7 +9,6 @@ use crate::error::Result;
 use crate::keys;
 use crate::schema::Family;
 use crate::store::{Dir, Store};
-use serde::Serialize;
 use std::ops::ControlFlow;
 
 /// Counters of one ordinal: six point reads (ord 0 is the node).
@@ -104,7 +103,7 @@ pub fn each_tenant_counters(store: &Store, mut f: impl FnMut(u32, &Counters)) ->
 
 /// The node gauges one metrics tick reads: node counters, oldest-due age
 /// and the top tenants by pending. Its cost does not grow with the backlog.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gauges {
     pub node: Counters,
     /// The node's cumulative totals (four more point reads).

@@ -9,11 +9,10 @@ use crate::rows::DeadRow;
 use crate::schema::Family;
 use crate::store::{Dir, Store};
 use crate::values::DeadValue;
-use serde::Serialize;
 use std::ops::ControlFlow;
 
 /// Where a DLQ page stopped; pass it back for the next (older) page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DlqCursor {
     pub at: u64,
     pub seq: u64,
@@ -51,8 +50,7 @@ pub fn dlq_page(store: &Store, cursor: Option<DlqCursor>, limit: usize) -> Resul
 }
 
 /// Which end of the DLQ a page starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DlqOrder {
     /// The default: what just failed.
     #[default]

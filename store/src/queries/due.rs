@@ -10,7 +10,6 @@ use crate::quarantine::Undecodable;
 use crate::rows::DueRow;
 use crate::schema::Family;
 use crate::store::{Dir, Store};
-use serde::Serialize;
 use std::ops::ControlFlow;
 
 /// A tenant's due rows with `floor <= at <= now`, in due order, at most
@@ -183,7 +182,7 @@ pub fn first_due_time(store: &Store, ord: u32, from: DueFrom) -> Result<Option<u
 }
 
 /// The oldest due row of the node, from the active index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OldestDue {
     pub ord: u32,
     /// Due time in ms; exact when `exact`, else the start of the marker's second.

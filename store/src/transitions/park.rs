@@ -25,7 +25,7 @@ pub fn park(b: &mut Batch, row: &DueRow) -> DueRow {
 
 /// Where an unpark walk has got: the tenant it is in and the last parked
 /// row it looked at there.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UnparkCursor {
     pub ord: u32,
     pub after: Option<(u64, u16)>,

@@ -28,7 +28,7 @@ pub fn purge_dead(b: &mut Batch, dead: &DeadRow, size: u32) {
 
 /// Which of a tenant's rows a purge removes. Inflight rows are never purged:
 /// their delivery is under way and its outcome will be recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PurgeKinds {
     /// Due rows, first attempts and retries alike.
     pub pending: bool,
@@ -36,7 +36,7 @@ pub struct PurgeKinds {
 }
 
 /// Rows removed by a purge (so far).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PurgeCount {
     pub pending: u64,
     pub scheduled: u64,
@@ -75,7 +75,7 @@ pub fn purge_tenant_step(store: &Store, ord: u32, kinds: PurgeKinds) -> Result<(
 /// would make a large purge quadratic. A row that becomes due (or dead)
 /// behind the cursor after the purge passed is kept: it was inflight, or
 /// of the other kind, when the purge went by.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PurgeCursor {
     /// The last due key visited (`at`, `seq`, `sink`).
     pub due_after: Option<(u64, u64, u16)>,

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use ankusa_ops::model::PurgeRequest;
 use ankusa_ops::routes;
+use ankusa_ops::wire::{PolicyJson, SinkLimitsJson, Via};
 
 use super::actions::{ask, Ask};
 use super::request::ActionScope;
@@ -190,7 +191,12 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
                     }
                     Equivalent {
                         cli,
-                        curl: Some(curl(store, "PUT", &path, json(&p))),
+                        curl: Some(curl(
+                            store,
+                            "PUT",
+                            &path,
+                            json(&Via::<PolicyJson, _>::new(&p)),
+                        )),
                     }
                 }
             }
@@ -212,7 +218,12 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
                     }
                     Equivalent {
                         cli,
-                        curl: Some(curl(store, "PUT", &path, json(&l))),
+                        curl: Some(curl(
+                            store,
+                            "PUT",
+                            &path,
+                            json(&Via::<SinkLimitsJson, _>::new(&l)),
+                        )),
                     }
                 }
             }
