@@ -49,14 +49,16 @@ pub const MAX_WEIGHT: u32 = 1000;
 /// `max_inflight` bounds them all anyway).
 pub const MAX_SLOTS: u32 = 1_000_000;
 
-/// A rate: deliveries per second, kept in thousandths so that one a
-/// minute (17 thousandths) is expressible.
+/// A rate: deliveries per second, kept in thousandths. The smallest is one
+/// thousandth (3.6 an hour), and a rate is rounded to the nearest
+/// thousandth: one a minute is 17 thousandths (1.02 a minute), ten an hour
+/// 3 (10.8 an hour).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Rate {
     milli: u64,
 }
 
-/// The lowest rate: one delivery an hour.
+/// The lowest rate: a thousandth of a delivery a second (3.6 an hour).
 pub const MIN_RATE_MILLI: u64 = 1;
 /// The highest rate: a million deliveries a second.
 pub const MAX_RATE_MILLI: u64 = 1_000_000_000;
@@ -108,7 +110,7 @@ impl std::str::FromStr for Rate {
         let milli = (n * 1000.0 / per).round();
         if !(MIN_RATE_MILLI as f64..=MAX_RATE_MILLI as f64).contains(&milli) {
             return Err(RateError(format!(
-                "{s} (between one an hour and a million a second)"
+                "{s} (between 0.001/s, which is 3.6/h, and 1000000/s)"
             )));
         }
         Ok(Rate {
@@ -199,7 +201,7 @@ impl Policy {
         }
         if let Some(r) = self.rate {
             if !(MIN_RATE_MILLI..=MAX_RATE_MILLI).contains(&r.milli) {
-                return Err(format!("rate {r}: between 1/h and 1000000/s"));
+                return Err(format!("rate {r}: between 0.001/s and 1000000/s"));
             }
         }
         Ok(())
@@ -319,7 +321,7 @@ impl SinkLimits {
         }
         if let Some(r) = self.rate {
             if !(MIN_RATE_MILLI..=MAX_RATE_MILLI).contains(&r.milli) {
-                return Err(format!("rate {r}: between 1/h and 1000000/s"));
+                return Err(format!("rate {r}: between 0.001/s and 1000000/s"));
             }
         }
         Ok(())
@@ -635,6 +637,13 @@ mod tests {
         }
         assert_eq!(Rate::from_milli(500).to_string(), "30/m");
         assert_eq!(Rate::from_milli(50_000).to_string(), "50/s");
+        // The resolution docs/configuration.md states: a thousandth a
+        // second, so an hourly rate rounds and one an hour is too low.
+        assert_eq!(ms("10/h"), Ok(3));
+        assert_eq!(ms("1/m"), Ok(17));
+        assert_eq!(ms("3.6/h"), Ok(1));
+        let low = "1/h".parse::<Rate>().unwrap_err().to_string();
+        assert!(low.contains("0.001/s") && low.contains("3.6/h"), "{low}");
     }
 
     #[test]

@@ -32,8 +32,9 @@ use super::held::PolicyHeld;
 use super::{DispatchSettings, SinkBounds, SinkKey, SinkMap};
 use crate::config::Source;
 
-/// A delivery in millionths: what a bucket counts in, so that a rate of
-/// one an hour still gains a whole number of units each millisecond.
+/// A delivery in millionths: what a bucket counts in, so that the lowest
+/// rate (a thousandth a second) still gains a whole number of units each
+/// millisecond.
 const UNIT: u64 = 1_000_000;
 
 /// Buckets are swept of full ones every this many ticks.
