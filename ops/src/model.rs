@@ -77,7 +77,8 @@ impl From<ankusa_store::WriteFault> for StoreFault {
 pub struct TenantsPage {
     #[serde(with = "Seq::<TenantInfoJson>")]
     pub tenants: Vec<TenantInfo>,
-    /// Pass as `cursor` for the next page; absent on the last one.
+    /// Pass as `cursor` for the next page: set whenever the page is full
+    /// (the page after a full last one is empty), `null` on a short page.
     pub next: Option<String>,
     /// Ids of the tenants on this page that are paused as a whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
