@@ -153,7 +153,7 @@ pub enum ReloadError {
 fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
     // Each key as both files give it, shown the same way.
     let key = |f: fn(&Settings) -> String| (f(old), f(new));
-    let keys: [(&str, (String, String)); 13] = [
+    let keys: [(&str, (String, String)); 14] = [
         ("store.path", key(|s| s.store_path.display().to_string())),
         ("store.cache", key(|s| s.store_cache.to_string())),
         (
@@ -180,6 +180,7 @@ fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
             key(|s| format!("{:?}", s.shutdown_timeout)),
         ),
         ("http.metrics", key(|s| s.metrics.to_string())),
+        ("tenants.max", key(|s| s.writer.tenants_max.to_string())),
         ("admin.socket", key(|s| s.admin.socket.to_string())),
         ("admin.listen", key(|s| format!("{:?}", s.admin.listen))),
     ];
@@ -192,8 +193,27 @@ fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
     // named as sections (their Debug forms hold no secret).
     let sections = [
         (
-            "[writer], [ingest] or tenants.max",
-            key(|s| format!("{:?}", s.writer)),
+            "[writer]",
+            key(|s| {
+                let w = &s.writer;
+                format!(
+                    "{:?}",
+                    (
+                        w.queue,
+                        w.queue_bytes,
+                        w.max_batch,
+                        w.max_batch_bytes,
+                        w.linger
+                    )
+                )
+            }),
+        ),
+        (
+            "[ingest]",
+            key(|s| {
+                let w = &s.writer;
+                format!("{:?}", (w.dedupe_ttl, w.sweep_interval, w.sweep_batch))
+            }),
         ),
         ("[dispatch]", key(|s| format!("{:?}", s.dispatch))),
         ("[archive]", key(|s| format!("{:?}", s.archive))),

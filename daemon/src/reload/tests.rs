@@ -144,6 +144,20 @@ fn what_needs_a_restart_is_refused_by_name() {
         assert!(all.contains(&format!("{key} changed")), "{key}: {all}");
     }
     assert!(why.iter().all(|w| w.ends_with("restart needed")), "{all}");
+
+    // The three the writer reads once are named each on its own.
+    for (table, key, name) in [
+        ("writer", "linger = \"9ms\"", "[writer] changed"),
+        ("ingest", "dedupe_ttl = \"2h\"", "[ingest] changed"),
+        ("tenants", "max = 77", "tenants.max changed (1000000 -> 77)"),
+    ] {
+        let new = settings(&format!("[{table}]\n{key}\n{}", shop("", &[A])));
+        let why = refused(plan(&old, &new, &mut nothing_waits()));
+        assert!(
+            why.len() == 1 && why[0].starts_with(name),
+            "{table}: {why:?}"
+        );
+    }
 }
 
 #[test]
