@@ -165,11 +165,7 @@ fn a_fixture_passes_store_check_and_tenants_list_agrees_with_the_index() {
 /// `store info --json` has the keys docs/cli.md shows, each of them, and
 /// no other (its JSON is written by `ankusa_ops::wire::StoreInfoJson`).
 fn store_info_json_is_as_documented(v: &serde_json::Value) {
-    let keys = |v: &serde_json::Value| -> Vec<String> {
-        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
-        k.sort();
-        k
-    };
+    let keys = crate::common::keys_of;
     let sorted = |k: &[&str]| -> Vec<String> {
         let mut k: Vec<String> = k.iter().map(|s| s.to_string()).collect();
         k.sort();

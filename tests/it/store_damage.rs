@@ -168,11 +168,7 @@ async fn a_damaged_table_file_is_named_reported_and_served_around() {
     assert_eq!(health["damage"]["file"]["name"], name.as_str(), "{health}");
     assert_eq!(health["damage"]["file"]["family"], "index", "{health}");
     // The keys docs/deployment.md names (written by ops::wire::DamageJson).
-    let keys = |v: &serde_json::Value| -> Vec<String> {
-        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
-        k.sort_unstable();
-        k
-    };
+    let keys = common::keys_of;
     assert_eq!(
         keys(&health["damage"]),
         ["error", "failed_reads", "file", "since_ms"],

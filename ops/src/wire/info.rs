@@ -23,7 +23,7 @@ pub struct StoreInfoJson {
     pub tenants: u32,
     #[serde(with = "ActiveSummaryJson")]
     pub active: ActiveSummary,
-    #[serde(serialize_with = "Opt::<OldestDueJson>::serialize")]
+    #[serde(with = "Opt::<OldestDueJson>")]
     pub oldest_due: Option<OldestDue>,
     pub oldest_due_age_ms: Option<u64>,
     pub next_seq: u64,

@@ -436,3 +436,16 @@ pub fn ankusa_json(args: &[&str]) -> serde_json::Value {
     let out = ankusa_ok(args);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
+
+/// A JSON object's keys, sorted: what a test compares with the keys a doc
+/// names.
+pub fn keys_of(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .cloned()
+        .collect();
+    k.sort();
+    k
+}
