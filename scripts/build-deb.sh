@@ -3,8 +3,8 @@
 #
 #   scripts/build-deb.sh BINARY OUTDIR      # prints the .deb's path
 #
-# e.g. `cargo build --workspace --release && scripts/build-deb.sh
-# $CARGO_TARGET_DIR/release/ankusa dist/out`. The package holds the binary,
+# e.g. `cargo build --workspace --profile dist && scripts/build-deb.sh
+# $CARGO_TARGET_DIR/dist/ankusa dist/out`. The package holds the binary,
 # the systemd unit, the example configuration as /etc/ankusa/ankusa.toml (a
 # conffile, with the store in /var/lib/ankusa/store), the shell completions
 # and man pages the binary generates, and the alerting kit; its postinst
@@ -35,8 +35,9 @@ install -d "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/etc/anku
   "$pkg/usr/share/ankusa/prometheus" "$pkg/usr/share/doc/ankusa"
 
 install -m 0755 "$bin" "$pkg/usr/bin/ankusa"
-# Debian ships binaries stripped (the release profile already is; a debug
-# build carries half a gigabyte of line tables).
+# Debian ships binaries stripped (the dist profile already is; the release
+# profile keeps its symbols, and one with debug info half a gigabyte of line
+# tables).
 if command -v strip >/dev/null 2>&1; then
   strip --strip-unneeded "$pkg/usr/bin/ankusa"
 fi
