@@ -143,7 +143,9 @@ fn kind_of(e: &(dyn StdError + 'static)) -> Option<Exit> {
             DaemonError::NoConfig(_) => Some(Exit::NotFound),
             DaemonError::Config(_) => Some(Exit::Usage),
             DaemonError::StoreInUse { .. } => Some(Exit::Unavailable),
-            DaemonError::NodeIdChanged { .. } => Some(Exit::Usage),
+            DaemonError::NodeIdChanged { .. } | DaemonError::SinksRefused { .. } => {
+                Some(Exit::Usage)
+            }
             // The cause below decides: a port in use, a missing store.
             DaemonError::Store { .. }
             | DaemonError::Io { .. }

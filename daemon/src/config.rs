@@ -34,8 +34,8 @@ pub use file::{
 };
 pub use secrets::{live, Expiring, RotatedSecret, RotatedToken};
 pub use settings::{
-    endpoint, AdminSettings, ArchiveSettings, DispatchSettings, Settings, Source, TenantRule,
-    WriterSettings,
+    endpoint, url_digest, AdminSettings, ArchiveSettings, DispatchSettings, Generation, Settings,
+    Source, TenantRule, WriterSettings,
 };
 
 use std::fmt;

@@ -510,6 +510,8 @@ mod tests {
             rate: None,
             events: None,
             patterns: None,
+            dropped: false,
+            retired_since: 0,
         }
     }
 

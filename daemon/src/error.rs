@@ -42,6 +42,15 @@ pub enum DaemonError {
         /// The id the store recorded at its first boot.
         stored: String,
     },
+    /// The file takes sinks out that may not leave yet (rows are owed to
+    /// them) or needs more sink positions than a source has: every reason,
+    /// as a reload would say it, on one line (`; ` between two).
+    #[error("{}: cannot start on this file: {}", config.display(), reasons.join("; "))]
+    SinksRefused {
+        /// The config file.
+        config: PathBuf,
+        reasons: Vec<String>,
+    },
     /// Another process holds the store's lock.
     #[error(
         "the store at {} is in use by another process{}: is another `ankusa serve` running on it? \

@@ -262,6 +262,10 @@ pub(super) async fn ingest(
     answer(outcome, hook.as_deref())
 }
 
+/// Bodies up to this size have their event type read on the request's
+/// task; larger ones on the blocking pool.
+const BODY_WALK_INLINE: usize = 256 * 1024;
+
 /// Counts a request in `in_progress` for as long as it lives, including
 /// when the client goes away and the handler is dropped mid-await.
 pub(super) struct InProgress(Arc<Metrics>);
@@ -335,6 +339,19 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
 
     let event_type = match head_type {
         Some(t) => t,
+        // A large body's walk (`routing::pointer`) takes milliseconds of
+        // CPU: off the runtime's workers, so small hooks beside it are not
+        // held up. It allocates nothing in proportion to the body, which
+        // the request's permit already counts.
+        None if body.len() > BODY_WALK_INLINE => {
+            let (source, b) = (admitted.source.clone(), body.clone());
+            tokio::task::spawn_blocking(move || {
+                source.event_type(&axum::http::HeaderMap::new(), &b)
+            })
+            .await
+            .map_err(|_| refuse(Outcome::StoreUnavailable))?
+            .map_err(|_| refuse(Outcome::EventTypeInvalid))?
+        }
         None => admitted
             .source
             .event_type(&axum::http::HeaderMap::new(), &body)

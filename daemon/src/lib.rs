@@ -211,6 +211,15 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>> {
     })
 }
 
+/// Who a boot's own changes (the sinks it drops) are audited as.
+fn boot_principal() -> ankusa_ops::access::Principal {
+    ankusa_ops::access::Principal {
+        name: "boot".into(),
+        os_user: None,
+        tenant: None,
+    }
+}
+
 /// A booted daemon: store open and recovered, writer ready, not yet serving.
 pub struct Daemon {
     settings: Settings,
@@ -231,26 +240,11 @@ impl Daemon {
     /// Opens the store, recovers inflight rows and readies the writer.
     pub fn boot(mut settings: Settings, clock: SharedClock) -> Result<Daemon> {
         let store = Arc::new(open_store(&settings.store_path, settings.store_cache)?);
-        // Sinks at the positions the last run's rows name, whatever their
-        // order in the file now (`slots`), before anything reads them.
-        let known = ankusa_store::sinks::catalog(&store)
-            .map_err(DaemonError::store("cannot read the sink catalog at boot"))?;
-        for id in slots::align_all(&mut settings, |id| slots::of_catalog(&known, id)) {
-            tracing::info!(
-                source = %id,
-                "the file lists this source's sinks in another order: each keeps the position its rows name"
-            );
-        }
         let node = claim_node(&store, &settings)?;
         tracing::info!(node = %node.id, since_seq = node.since_seq, "node identity");
         let now = clock.now_ms();
         let recovered = ankusa_store::transitions::recover_all_inflight(&store, now)
             .map_err(DaemonError::store("cannot recover inflight rows at boot"))?;
-        let control = Arc::new(sink_control::SinkControl::for_sources(&settings.sources));
-        let metrics = Arc::new(Metrics::rendering(control.clone()));
-        metrics
-            .recovered_inflight
-            .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);
         if recovered > 0 {
             tracing::warn!(
                 rows = recovered,
@@ -283,12 +277,56 @@ impl Daemon {
                 "counted the rows waiting per sink (once, for a store an earlier release wrote)"
             );
         }
+        // Sinks at the positions the last run's rows name, whatever their
+        // order in the file now (`slots`), before anything reads them; a
+        // sink the file takes out leaves only if nothing is owed to it,
+        // checked as a reload checks it. After the recovery, so a row that
+        // was in flight counts as due, and after the recount, so the count
+        // is there to read.
+        let known = ankusa_store::sinks::catalog(&store)
+            .map_err(DaemonError::store("cannot read the sink catalog at boot"))?;
+        let config = settings.config_path.clone();
+        let refused = |reasons| DaemonError::SinksRefused {
+            config: config.clone(),
+            reasons,
+        };
+        let alignment =
+            slots::align_all(&mut settings, &slots::of_catalog(&known), 0).map_err(refused)?;
+        slots::check_leaving(
+            &alignment.leaving,
+            &mut |s: &ankusa_store::sinks::SinkRef| ankusa_store::waiting::owed(&store, s),
+            None,
+        )
+        .map_err(DaemonError::store(
+            "cannot count the rows owed to a sink at boot",
+        ))?
+        .map_err(refused)?;
+        for id in &alignment.reordered {
+            tracing::info!(
+                source = %id,
+                "the file lists this source's sinks in another order: each keeps the position its rows name"
+            );
+        }
         // What the console and the command line name sinks by when no
-        // daemon answers: this configuration's sinks.
-        let catalog: Vec<_> = settings.sources.iter().flat_map(|s| s.catalog()).collect();
+        // daemon answers: this configuration's sinks, and the tombstones.
+        let mut catalog: Vec<_> = settings.sources.iter().flat_map(|s| s.catalog()).collect();
+        catalog.extend(alignment.ghosts);
         ankusa_store::sinks::replace(&store, &catalog).map_err(DaemonError::store(
             "cannot record the sink catalog in the store",
         ))?;
+        if let Err(e) = slots::forget(
+            &store,
+            &alignment.leaving,
+            &boot_principal(),
+            clock.now_ms(),
+        ) {
+            tracing::error!(error = %e, "cannot delete the limits and pauses of the dropped sinks");
+        }
+        let control = Arc::new(sink_control::SinkControl::for_sources(&settings.sources));
+        let metrics = Arc::new(Metrics::rendering(control.clone()));
+        metrics
+            .recovered_inflight
+            .fetch_add(recovered, std::sync::atomic::Ordering::Relaxed);
         for scope in breaker::orphans(&store, &control.breakers)
             .map_err(DaemonError::store("cannot read the pauses at boot"))?
         {

@@ -398,6 +398,7 @@ pub fn render_queue(store: &Store, now: u64) -> Result<String, StoreError> {
     let catalog = ankusa_store::sinks::catalog(store)?;
     let keys: Vec<_> = catalog
         .iter()
+        .filter(|e| !e.dropped())
         .map(ankusa_store::sinks::SinkEntry::sink_ref)
         .collect();
     if let Some(waiting) = ankusa_store::waiting::waiting(store, &keys)? {

@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use ankusa_ops::access::Principal;
 use ankusa_ops::model::{ConfigChange, ReloadReport};
@@ -38,7 +38,7 @@ use tokio::sync::watch;
 
 use super::clock::SharedClock;
 use super::config::{
-    endpoint, AdminSettings, ConfigError, Expiring, Int, Settings, SinkConfig, Source,
+    endpoint, AdminSettings, ConfigError, Expiring, Generation, Int, Settings, SinkConfig, Source,
 };
 
 /// What a reload reads from: one generation of the live configuration.
@@ -57,10 +57,16 @@ pub struct Routes {
 
 impl Routes {
     pub fn new(generation: u64, settings: &Settings) -> Routes {
+        let ticket = Arc::new(Generation(generation));
         let order: Vec<Arc<Source>> = settings
             .sources
             .iter()
-            .map(|s| Arc::new(s.clone()))
+            .map(|s| {
+                Arc::new(Source {
+                    generation: ticket.clone(),
+                    ..s.clone()
+                })
+            })
             .collect();
         Routes {
             generation,
@@ -83,14 +89,18 @@ impl Routes {
         self.sources.get(id)
     }
 
-    /// Sink `sink` of source `source`, if this generation has it.
+    /// Sink `sink` of source `source`, if this generation has it (a
+    /// tombstone is no sink: nothing is delivered to it).
     pub fn sink(&self, source: &str, sink: u16) -> Option<SinkHandle> {
         let s = self.sources.get(source)?;
         let index = usize::from(sink);
-        (index < s.sinks.len()).then(|| SinkHandle {
-            source: s.clone(),
-            index,
-        })
+        s.sinks
+            .get(index)
+            .is_some_and(|k| !k.dropped)
+            .then(|| SinkHandle {
+                source: s.clone(),
+                index,
+            })
     }
 }
 
@@ -113,13 +123,31 @@ impl std::ops::Deref for SinkHandle {
 #[derive(Debug)]
 pub struct Live {
     routes: RwLock<Arc<Routes>>,
+    /// The generations swapped out, alive while anything admitted under
+    /// them is.
+    past: Mutex<Vec<Weak<Generation>>>,
 }
 
 impl Live {
     pub fn new(settings: &Settings) -> Live {
         Live {
             routes: RwLock::new(Arc::new(Routes::new(0, settings))),
+            past: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The oldest generation something still holds: a request admitted
+    /// under it and not answered, a delivery attempt through one of its
+    /// sinks, a tick that read it. The current one when nothing older is
+    /// held.
+    pub fn oldest_in_flight(&self) -> u64 {
+        let current = self.current().generation;
+        let mut past = self.past.lock().unwrap_or_else(PoisonError::into_inner);
+        past.retain(|w| w.strong_count() > 0);
+        past.iter()
+            .filter_map(Weak::upgrade)
+            .map(|g| g.0)
+            .fold(current, u64::min)
     }
 
     /// The configuration now; keep it for the whole request or attempt.
@@ -131,7 +159,16 @@ impl Live {
     }
 
     fn swap(&self, routes: Routes) {
-        *self.routes.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(routes);
+        let old = std::mem::replace(
+            &mut *self.routes.write().unwrap_or_else(PoisonError::into_inner),
+            Arc::new(routes),
+        );
+        if let Some(s) = old.order.first() {
+            self.past
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Arc::downgrade(&s.generation));
+        }
     }
 }
 
@@ -416,63 +453,67 @@ fn change(kind: &str, what: &str, name: String, details: Vec<String>) -> ConfigC
     }
 }
 
-/// [`plan`] after putting `new`'s sinks at the positions `old` gives them
-/// (`crate::slots`): a file that lists a source's sinks in another order
-/// changes nothing but says so.
+/// [`plan`] after putting `new`'s sinks at the positions `previous` gave
+/// out (`crate::slots`), with every sink that leaves checked by
+/// [`crate::slots::check_leaving`]: what the reload changes, and the
+/// alignment (the sinks that leave, the tombstones of sources gone), or
+/// every reason the running daemon cannot take `new`. `generation` is the
+/// one `new` will run as; `admitted` the oldest generation anything in
+/// flight was admitted under.
 pub fn aligned_plan(
     old: &Settings,
     new: &mut Settings,
-    waiting: &mut Waiting<'_>,
-) -> Result<Vec<ConfigChange>, ReloadError> {
-    let moved = crate::slots::align_all(new, |id| crate::slots::of_settings(old, id));
-    let mut changes = plan(old, new, waiting)?;
-    for id in moved {
+    previous: &crate::slots::Previous,
+    generation: u64,
+    owed: &mut crate::slots::Owed<'_>,
+    admitted: u64,
+) -> Result<(Vec<ConfigChange>, crate::slots::Alignment), ReloadError> {
+    let alignment =
+        crate::slots::align_all(new, previous, generation).map_err(ReloadError::Refused)?;
+    let mut refused = Vec::new();
+    let mut changes = match plan(old, new) {
+        Ok(c) => c,
+        Err(ReloadError::Refused(why)) => {
+            refused = why;
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    if let Err(why) = crate::slots::check_leaving(&alignment.leaving, owed, Some(admitted))? {
+        refused.extend(why);
+    }
+    if !refused.is_empty() {
+        return Err(ReloadError::Refused(refused));
+    }
+    for id in &alignment.reordered {
         changes.push(change(
             "changed",
             "source",
-            id,
+            id.clone(),
             vec!["sinks listed in another order: each keeps its position".into()],
         ));
     }
-    Ok(changes)
+    Ok((changes, alignment))
 }
 
-/// Rows waiting (due or in flight) for a sink, by source id and position.
-pub type Waiting<'a> = dyn FnMut(&str, u16) -> Result<i64, ankusa_store::StoreError> + 'a;
-
-/// What replacing `old` by `new` changes, or every reason the running daemon
-/// cannot take `new`. `waiting` counts the rows a sink still owes.
-pub fn plan(
-    old: &Settings,
-    new: &Settings,
-    waiting: &mut Waiting<'_>,
-) -> Result<Vec<ConfigChange>, ReloadError> {
-    let mut refused = restart_needed(old, new);
+/// What replacing `old` by `new`, both aligned (`crate::slots`), changes,
+/// or every key the running daemon cannot change. Whether a sink may
+/// leave is [`crate::slots::check_leaving`]'s to say.
+pub fn plan(old: &Settings, new: &Settings) -> Result<Vec<ConfigChange>, ReloadError> {
+    let refused = restart_needed(old, new);
     let mut changes = Vec::new();
     let new_by_id: HashMap<&str, &Source> =
         new.sources.iter().map(|s| (s.id.as_str(), s)).collect();
     for a in &old.sources {
         let Some(b) = new_by_id.get(a.id.as_str()) else {
-            let mut owed = 0;
-            for i in 0..a.sinks.len() {
-                owed += waiting(&a.id, u16::try_from(i).unwrap_or(u16::MAX))?;
-            }
-            if owed > 0 {
-                refused.push(format!(
-                    "source {} is gone from the file but {owed} rows wait for its sinks: \
-                     keep it (its sinks retired = true) until they are delivered, or purge them",
-                    a.id
-                ));
-            } else {
-                changes.push(change("removed", "source", a.id.clone(), Vec::new()));
-            }
+            changes.push(change("removed", "source", a.id.clone(), Vec::new()));
             continue;
         };
         let d = source_details(a, b);
         if !d.is_empty() {
             changes.push(change("changed", "source", a.id.clone(), d));
         }
-        plan_sinks(a, b, waiting, &mut changes, &mut refused)?;
+        plan_sinks(a, b, &mut changes);
     }
     let old_ids: std::collections::HashSet<&str> =
         old.sources.iter().map(|s| s.id.as_str()).collect();
@@ -482,6 +523,7 @@ pub fn plan(
                 .sinks
                 .iter()
                 .enumerate()
+                .filter(|(_, k)| !k.dropped)
                 .map(|(i, k)| format!("sink {} ({})", sink_label(&b.id, i, k), endpoint(&k.url)))
                 .collect();
             changes.push(change("added", "source", b.id.clone(), sinks));
@@ -515,64 +557,27 @@ pub fn plan(
     }
 }
 
-fn plan_sinks(
-    a: &Source,
-    b: &Source,
-    waiting: &mut Waiting<'_>,
-    changes: &mut Vec<ConfigChange>,
-    refused: &mut Vec<String>,
-) -> Result<(), ReloadError> {
+/// A source's sinks, position by position (aligned: the same position is
+/// the same sink, or its tombstone).
+fn plan_sinks(a: &Source, b: &Source, changes: &mut Vec<ConfigChange>) {
     for (i, old) in a.sinks.iter().enumerate() {
         let label = sink_label(&a.id, i, old);
-        let pos = u16::try_from(i).unwrap_or(u16::MAX);
-        match b.sinks.get(i) {
-            Some(new) if new.name == old.name => {
-                let d = sink_details(old, new);
-                if !d.is_empty() {
-                    changes.push(change("changed", "sink", label, d));
-                }
-            }
-            Some(new)
-                if new.url == old.url
-                    && !a
-                        .sinks
-                        .iter()
-                        .any(|k| k.name.is_some() && k.name == new.name) =>
-            {
-                // The same endpoint under a new name: only its label changes.
-                let mut d = vec![format!("renamed to {}", sink_label(&b.id, i, new))];
-                d.extend(sink_details(old, new));
+        let Some(new) = b.sinks.get(i) else { continue };
+        if old.dropped {
+            continue;
+        }
+        if new.dropped {
+            changes.push(change("removed", "sink", label, Vec::new()));
+        } else if new.name == old.name {
+            let d = sink_details(old, new);
+            if !d.is_empty() {
                 changes.push(change("changed", "sink", label, d));
             }
-            Some(new) => {
-                let moved = b
-                    .sinks
-                    .iter()
-                    .position(|k| k.name.is_some() && k.name == old.name);
-                refused.push(match moved {
-                    Some(j) => format!(
-                        "sink {label} moved from position {i} to {j}: delivery rows name sinks \
-                         by position, so a sink keeps its place; add new sinks at the end"
-                    ),
-                    None => format!(
-                        "sink {} takes position {i}, which is {label}'s: delivery rows name \
-                         sinks by position, so {label}'s rows would go to it; add new sinks \
-                         at the end and retire old ones with retired = true",
-                        sink_label(&b.id, i, new)
-                    ),
-                });
-            }
-            None => {
-                let owed = waiting(&a.id, pos)?;
-                if owed > 0 {
-                    refused.push(format!(
-                        "sink {label} is gone from the file but {owed} rows wait for it: keep it \
-                         with retired = true until they are delivered, or purge them"
-                    ));
-                } else {
-                    changes.push(change("removed", "sink", label, Vec::new()));
-                }
-            }
+        } else {
+            // The same endpoint under a new name: only its label changes.
+            let mut d = vec![format!("renamed to {}", sink_label(&b.id, i, new))];
+            d.extend(sink_details(old, new));
+            changes.push(change("changed", "sink", label, d));
         }
     }
     for (i, new) in b.sinks.iter().enumerate().skip(a.sinks.len()) {
@@ -582,7 +587,6 @@ fn plan_sinks(
         }
         changes.push(change("added", "sink", sink_label(&b.id, i, new), d));
     }
-    Ok(())
 }
 
 fn plan_admin_tokens(old: &AdminSettings, new: &AdminSettings, changes: &mut Vec<ConfigChange>) {
@@ -655,9 +659,7 @@ impl Reloader {
     pub fn check(&self, text: &str) -> Result<ReloadReport, ReloadError> {
         let applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
         let mut new = parse_like(&applied, text)?;
-        let changes = aligned_plan(&applied, &mut new, &mut |s: &str, i: u16| {
-            self.waiting(s, i)
-        })?;
+        let (changes, _) = self.aligned(&applied, &mut new)?;
         Ok(ReloadReport {
             applied: false,
             file: applied.config_path.display().to_string(),
@@ -674,7 +676,7 @@ impl Reloader {
         if self.notify {
             super::notify::reloading();
         }
-        let result = self.reload_locked(&mut applied);
+        let result = self.reload_locked(&mut applied, who);
         if self.notify {
             super::notify::ready();
         }
@@ -711,10 +713,15 @@ impl Reloader {
     /// The file is read and planned before anything changes; the one step
     /// after that which can fail, the catalog write, goes first, so a
     /// failure leaves the daemon as it was.
-    fn reload_locked(&self, applied: &mut Settings) -> Result<ReloadReport, ReloadError> {
+    fn reload_locked(
+        &self,
+        applied: &mut Settings,
+        who: &Principal,
+    ) -> Result<ReloadReport, ReloadError> {
         let mut new = Settings::load(&applied.config_path)?;
-        let changes = aligned_plan(applied, &mut new, &mut |s: &str, i: u16| self.waiting(s, i))?;
-        let catalog: Vec<_> = new.sources.iter().flat_map(|s| s.catalog()).collect();
+        let (changes, alignment) = self.aligned(applied, &mut new)?;
+        let mut catalog: Vec<_> = new.sources.iter().flat_map(|s| s.catalog()).collect();
+        catalog.extend(alignment.ghosts);
         ankusa_store::sinks::replace(&self.store, &catalog)?;
         // Breakers and the health board before the swap: a delivery to a
         // new sink finds its breaker.
@@ -723,6 +730,13 @@ impl Reloader {
         self.live.swap(Routes::new(generation, &new));
         let file = new.config_path.display().to_string();
         *applied = new;
+        // After the swap, and only logged: the sinks have left, and what
+        // was keyed by their positions can reach no other sink.
+        if let Err(e) =
+            crate::slots::forget(&self.store, &alignment.leaving, who, self.clock.now_ms())
+        {
+            tracing::error!(error = %e, "cannot delete the limits and pauses of the dropped sinks");
+        }
         // As at boot: a pause a breaker made stays when its breaker goes.
         // After the swap, and only logged: the reload has happened.
         match super::breaker::orphans(&self.store, &self.control.breakers) {
@@ -745,13 +759,24 @@ impl Reloader {
         })
     }
 
-    fn waiting(&self, source: &str, sink: u16) -> Result<i64, ankusa_store::StoreError> {
-        Ok(ankusa_store::waiting::waiting(
-            &self.store,
-            &[ankusa_store::pauses::SinkRef::new(source, sink)],
-        )?
-        .and_then(|v| v.first().copied())
-        .unwrap_or(0))
+    /// `new` aligned with the running configuration and the catalog's
+    /// tombstones, planned, and every sink that leaves checked.
+    fn aligned(
+        &self,
+        applied: &Settings,
+        new: &mut Settings,
+    ) -> Result<(Vec<ConfigChange>, crate::slots::Alignment), ReloadError> {
+        let catalog = ankusa_store::sinks::catalog(&self.store)?;
+        let previous = crate::slots::of_settings(applied, &catalog);
+        let generation = self.live.current().generation + 1;
+        aligned_plan(
+            applied,
+            new,
+            &previous,
+            generation,
+            &mut |s: &ankusa_store::sinks::SinkRef| ankusa_store::waiting::owed(&self.store, s),
+            self.live.oldest_in_flight(),
+        )
     }
 }
 

@@ -21,6 +21,8 @@
 use std::fmt;
 
 use axum::http::{HeaderMap, HeaderName};
+
+pub mod pointer;
 use serde::Deserialize;
 
 pub use ankusa_ops::event_type::Pattern;
@@ -106,13 +108,11 @@ pub fn extract(
                 .ok_or(EventTypeError::Invalid)
         }
         EventTypeFrom::Json(pointer) => {
-            let doc: serde_json::Value =
-                serde_json::from_slice(body).map_err(|_| EventTypeError::NotJson)?;
-            match doc.pointer(pointer) {
-                None | Some(serde_json::Value::Null) => Ok(None),
-                Some(serde_json::Value::String(t)) if valid_type(t) => Ok(Some(t.clone())),
-                Some(serde_json::Value::String(_)) => Err(EventTypeError::Invalid),
-                Some(_) => Err(EventTypeError::NotString),
+            match pointer::find(body, pointer).map_err(|_| EventTypeError::NotJson)? {
+                pointer::Found::Missing | pointer::Found::Null => Ok(None),
+                pointer::Found::Str(t) if valid_type(&t) => Ok(Some(t)),
+                pointer::Found::Str(_) => Err(EventTypeError::Invalid),
+                pointer::Found::Other => Err(EventTypeError::NotString),
             }
         }
     }

@@ -28,7 +28,7 @@ impl SinkControl {
     pub fn for_sources(sources: &[Source]) -> SinkControl {
         SinkControl {
             breakers: Arc::new(Breakers::new(sources)),
-            board: SinkBoard::new(sources.iter().map(|s| (s.id.as_str(), s.sinks.len()))),
+            board: SinkBoard::new(sources.iter().map(|s| (s.id.as_str(), s.configured()))),
         }
     }
 
@@ -38,7 +38,7 @@ impl SinkControl {
     pub fn reconfigure(&self, sources: &[Source]) {
         self.breakers.reconfigure(sources);
         self.board
-            .reconfigure(sources.iter().map(|s| (s.id.as_str(), s.sinks.len())));
+            .reconfigure(sources.iter().map(|s| (s.id.as_str(), s.configured())));
     }
 
     /// A sink's health as the sinks screen shows it: its deliveries and its

@@ -88,11 +88,10 @@ pub struct SinkBoard {
     sinks: RwLock<Arc<StatsMap>>,
 }
 
-fn stats_map<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>, old: &StatsMap) -> StatsMap {
+fn stats_map<'a>(sinks: impl IntoIterator<Item = (&'a str, Vec<u16>)>, old: &StatsMap) -> StatsMap {
     let mut map = StatsMap::default();
-    for (source, n) in sinks {
-        for i in 0..n {
-            let i = u16::try_from(i).unwrap_or(u16::MAX);
+    for (source, positions) in sinks {
+        for i in positions {
             let stats = old.get(source, i).cloned().unwrap_or_default();
             map.insert(source, i, stats);
         }
@@ -101,15 +100,16 @@ fn stats_map<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>, old: &StatsM
 }
 
 impl SinkBoard {
-    /// A board for exactly these sinks (source id, sink count).
-    pub fn new<'a>(sinks: impl IntoIterator<Item = (&'a str, usize)>) -> SinkBoard {
+    /// A board for exactly these sinks (source id, the positions of its
+    /// configured sinks).
+    pub fn new<'a>(sinks: impl IntoIterator<Item = (&'a str, Vec<u16>)>) -> SinkBoard {
         SinkBoard {
             sinks: RwLock::new(Arc::new(stats_map(sinks, &StatsMap::default()))),
         }
     }
 
     /// The board of a reloaded configuration (source id, sink count).
-    pub fn reconfigure<'a>(&self, sinks: impl IntoIterator<Item = (&'a str, usize)>) {
+    pub fn reconfigure<'a>(&self, sinks: impl IntoIterator<Item = (&'a str, Vec<u16>)>) {
         let next = stats_map(sinks, &self.sinks());
         *self.sinks.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
     }
@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn the_board_counts_the_last_minute_and_the_failure_streak() {
-        let b = SinkBoard::new([("shop", 2)]);
+        let b = SinkBoard::new([("shop", vec![0, 1])]);
         for i in 0..10 {
             b.started("shop", 0);
             b.ended("shop", 0, &attempt(1_000_000 + i * 1000, 10 + i, true, "a"));

@@ -30,7 +30,8 @@ muts = [
  ("M8c ceiling ignored by the fair pass", "servable(h, k, now) && h.inflight.saturating_add(k) < ceiling", "servable(h, k, now) && ceiling > 0", "rule8_a_lone_tenant_uses_idle_slots_up_to_the_ceiling"),
  ("M8d fair pass runs to the ceiling", "servable(h, k, now) && h.inflight.saturating_add(k) < ceiling", "h.rows.get(k as usize).is_some_and(|r| r.ready(now)) && h.inflight.saturating_add(k) < ceiling", "rule8_a_newcomer_is_served_first_and_gets_its_share_as_borrowed_rows_finish"),
  ("M9 group weight", "let group_cost = self.row_cost(size, h.group_weight, limits);\n        let t_stamp", "let group_cost = self.row_cost(size, 1, limits);\n        let t_stamp", "a_groups_weight_is_its_share_among_the_groups"),
- ("M10 caller's fit", "if !in_budget || !fits(h.tenant, k) {", "if !in_budget {", "a_row_the_caller_refuses_is_not_claimed_and_not_charged"),
+ ("M10 caller's fit", "let taken = if in_budget { fits(offer) } else { None };", "let taken = if in_budget { fits(offer).or(Some(row.size)) } else { None };", "a_row_the_caller_refuses_is_not_claimed_and_not_charged"),
+ ("M11 bytes of the row taken", "sel.bytes_left = sel.bytes_left.saturating_sub(u64::from(taken));", "sel.bytes_left = sel.bytes_left.saturating_sub(size);", "the_bytes_and_the_charge_are_the_claimed_rows"),
  ("M7 sweep budget", "        while steps < budget {", "        while steps < usize::MAX {", "rule7_tick_cost_scales_with_tenants_due_now"),
 ]
 only = sys.argv[1:] 

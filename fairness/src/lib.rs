@@ -12,6 +12,6 @@
 pub mod scheduler;
 pub mod sim;
 
-pub use scheduler::{Claim, Config, HeadRow, Limits, RowKind, Scheduler, Spare, TenantHead};
+pub use scheduler::{Claim, Config, HeadRow, Limits, Offer, RowKind, Scheduler, Spare, TenantHead};
 pub use sim::suite::{run_suite, SuiteOptions, SuiteReport};
 pub use sim::Error;

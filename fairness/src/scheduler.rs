@@ -152,6 +152,19 @@ pub struct Limits {
     pub bytes: u64,
 }
 
+/// What [`Scheduler::plan_fitting`] asks its caller before a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    pub tenant: u32,
+    /// The head row offered, 0-based among the tenant's.
+    pub k: usize,
+    /// Its size.
+    pub size: u32,
+    /// The most bytes the claim may take (a row other than the one offered
+    /// included): the bytes left, or any for an oversize row alone.
+    pub room: u64,
+}
+
 /// Claim the first `rows` head rows of `tenant` (the caller's due rows, in order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
@@ -428,21 +441,24 @@ impl Scheduler {
     /// considered once. Tenants with nothing ready, or at their cap, are remembered and
     /// skipped. Returns at most one claim per tenant, in the order they were chosen.
     pub fn plan(&mut self, now: u64, heads: &[TenantHead<'_>], limits: Limits) -> Vec<Claim> {
-        self.plan_fitting(now, heads, limits, &mut |_, _| true)
+        self.plan_fitting(now, heads, limits, &mut |o| Some(o.size))
     }
 
-    /// [`Scheduler::plan`], asking `fits(tenant, k)` before it claims the tenant's
-    /// `k`-th head row (0-based): a row that does not fit (the caller's own bound,
-    /// such as a sink with no room left this tick) skips its tenant for the rest of
-    /// the tick exactly as a row that does not fit the bytes left does (rule 5): it is
-    /// not charged, and it keeps the floor it competed at. A `fits` that says yes has
-    /// the row claimed; it is asked once per row, in claim order.
+    /// [`Scheduler::plan`], asking `fits` (an [`Offer`]) before it claims a
+    /// tenant's `k`-th head row (0-based): a row that does not fit (the caller's own
+    /// bound, such as a sink with no room left this tick) skips its tenant for the
+    /// rest of the tick exactly as a row that does not fit the bytes left does (rule
+    /// 5): it is not charged, and it keeps the floor it competed at. A `fits` that
+    /// takes a row returns its size: the caller may take another row than the one
+    /// offered (the next of the tenant's rows whose sink has room), of at most `room`
+    /// bytes, and the bytes left and the tenant's charge are that row's. It is asked
+    /// once per claim, in claim order.
     pub fn plan_fitting(
         &mut self,
         now: u64,
         heads: &[TenantHead<'_>],
         limits: Limits,
-        fits: &mut dyn FnMut(u32, usize) -> bool,
+        fits: &mut dyn FnMut(Offer) -> Option<u32>,
     ) -> Vec<Claim> {
         self.tick += 1;
         let tick = self.tick;
@@ -547,7 +563,7 @@ impl Scheduler {
         now: u64,
         heads: &[TenantHead<'_>],
         limits: Limits,
-        fits: &mut dyn FnMut(u32, usize) -> bool,
+        fits: &mut dyn FnMut(Offer) -> Option<u32>,
     ) -> Vec<Claim> {
         let mut sel = Selection {
             claimed: vec![0; heads.len()],
@@ -590,7 +606,7 @@ impl Scheduler {
         limits: Limits,
         sel: &mut Selection,
         pass: Pass,
-        fits: &mut dyn FnMut(u32, usize) -> bool,
+        fits: &mut dyn FnMut(Offer) -> Option<u32>,
     ) {
         // Slot per group present, holding its tenants' heap.
         let mut slots: Vec<Slot> = Vec::new();
@@ -652,20 +668,33 @@ impl Scheduler {
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
             let in_budget = size <= sel.bytes_left || oversize_alone(size, limits, sel.rows_total);
             // The caller's bound is asked last, and only for a row that would be
-            // claimed otherwise: a yes is a claim.
-            if !in_budget || !fits(h.tenant, k) {
+            // claimed otherwise: a yes is a claim, of the row whose size it returns,
+            // within the room the row offered had (an oversize row alone takes any).
+            let room = if oversize_alone(u64::MAX, limits, sel.rows_total) {
+                u64::MAX
+            } else {
+                sel.bytes_left
+            };
+            let offer = Offer {
+                tenant: h.tenant,
+                k,
+                size: row.size,
+                room,
+            };
+            let taken = if in_budget { fits(offer) } else { None };
+            let Some(taken) = taken else {
                 self.skipped_for_bytes(h, row.size, limits);
                 self.requeue_group(&mut groups, &slots, slot, gid);
                 continue;
-            }
-            sel.bytes_left = sel.bytes_left.saturating_sub(size);
+            };
+            sel.bytes_left = sel.bytes_left.saturating_sub(u64::from(taken));
             sel.rows_left -= 1;
             sel.rows_total += 1;
             if sel.claimed[i] == 0 {
                 sel.order.push(i);
             }
             sel.claimed[i] += 1;
-            self.charge(h, row.size, limits);
+            self.charge(h, taken, limits);
 
             if pass.admits(h, sel.claimed[i], now) {
                 if let (Some(t), Some(g)) = (

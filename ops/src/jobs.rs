@@ -204,8 +204,9 @@ fn audit_batch(b: &mut Batch, rec: &AuditRecord) -> Result<()> {
     Ok(())
 }
 
-/// Adds an audit record of a one-step action (pause, resume) to `b`.
-pub(crate) fn audit_in(
+/// Adds an audit record of a one-step action (pause, resume, a sink
+/// dropped by a reload) to `b`.
+pub fn audit_in(
     b: &mut Batch,
     who: &Principal,
     action: &str,

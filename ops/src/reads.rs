@@ -187,11 +187,13 @@ pub fn tenant_detail(
     })
 }
 
-/// The node's sinks (the catalog the daemon wrote at boot) with their
-/// pauses. A tenant caller sees every sink and only its own tenant pauses.
+/// The node's sinks (the catalog the daemon wrote at boot or at its last
+/// reload, tombstones left out) with their pauses. A tenant caller sees
+/// every sink and only its own tenant pauses.
 pub fn sinks(store: &Store, who: &Principal) -> Result<SinksPage> {
     let all = pauses::list(store)?;
-    let catalog = ankusa_store::sinks::catalog(store)?;
+    let mut catalog = ankusa_store::sinks::catalog(store)?;
+    catalog.retain(|e| !e.dropped());
     // Node-wide counts: a tenant's token does not see other tenants' load.
     let waiting = match who.tenant {
         Some(_) => None,
@@ -485,6 +487,11 @@ pub fn resolve_sink(store: &Store, name: &str) -> Result<SinkRef> {
     };
     let catalog = sinks::catalog(store)?;
     match sinks::resolve(&catalog, source, sink) {
+        Some(e) if e.dropped() => Err(OpsError::NotFound(format!(
+            "sink {name:?} was dropped from the configuration: nothing is delivered to it, and \
+             its dead rows are listed as {}",
+            sinks::display(&catalog, &e.source, e.index)
+        ))),
         Some(e) => Ok(SinkRef {
             source: e.source,
             sink: e.index,

@@ -88,9 +88,18 @@ pub struct Replayed {
     /// Rows made due again (0 on a dry run).
     pub revived: u64,
     pub dry_run: bool,
+    /// Dead rows in scope whose sink was dropped from the configuration:
+    /// left dead, since no other sink may have them (counted on a dry run
+    /// too). Absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_dropped: u64,
     /// Where a range walk got to: the last row it took.
     #[serde(skip)]
     pub resume: Option<DlqCursor>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Replays the dead rows in `scope`, due at `now`; at most `limit` rows.
@@ -244,16 +253,34 @@ fn apply(
     extra: &mut impl FnMut(&mut Batch, &Replayed),
 ) -> Result<(), StoreError> {
     out.matched += rows.len() as u64;
-    if dry_run || rows.is_empty() {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // A dead row of a dropped sink stays dead: its position is a
+    // tombstone, and a revived row would be owed to nothing.
+    let catalog = ankusa_store::sinks::catalog(store)?;
+    let mut live = Vec::with_capacity(rows.len());
+    for r in rows {
+        let dropped = match queries::hook_source(store, r.seq)? {
+            Some(source) => ankusa_store::sinks::is_dropped(&catalog, &source, r.sink),
+            None => false,
+        };
+        if dropped {
+            out.refused_dropped += 1;
+        } else {
+            live.push(r);
+        }
+    }
+    if dry_run || live.is_empty() {
         return Ok(());
     }
     let mut b = Batch::new();
-    for r in rows {
+    for r in &live {
         let size = queries::delivery(store, r.seq, r.sink)?.map_or(0, |d| d.size);
         transitions::revive(&mut b, r, size, now);
     }
     let mut after = *out;
-    after.revived += rows.len() as u64;
+    after.revived += live.len() as u64;
     extra(&mut b, &after);
     store.commit(b, true)?;
     *out = after;

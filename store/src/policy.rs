@@ -121,10 +121,13 @@ impl std::str::FromStr for Rate {
 
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A rate read from a stored row can be any u64: no multiplication
+        // that can overflow.
+        let per_minute = self.milli.checked_mul(60);
         if self.milli.is_multiple_of(1000) {
             write!(f, "{}/s", self.milli / 1000)
-        } else if (self.milli * 60).is_multiple_of(1000) {
-            write!(f, "{}/m", self.milli * 60 / 1000)
+        } else if let Some(m) = per_minute.filter(|m| m.is_multiple_of(1000)) {
+            write!(f, "{}/m", m / 1000)
         } else {
             write!(f, "{}/s", self.per_second())
         }
@@ -591,6 +594,23 @@ impl Policies {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Issue 47: a rate decoded from a stored row may be any u64, and its
+    /// text multiplied it by 60 unchecked (a panic with overflow checks on,
+    /// a wrong number without).
+    #[test]
+    fn any_stored_rate_displays_without_overflow() {
+        let huge = Rate::from_milli(u64::MAX - 1);
+        assert_eq!(huge.to_string(), format!("{}/s", huge.per_second()));
+        assert_eq!(
+            Rate::from_milli(u64::MAX / 60 + 7)
+                .to_string()
+                .contains("/s"),
+            true
+        );
+        assert_eq!(Rate::from_milli(50).to_string(), "3/m");
+        assert_eq!(Rate::from_milli(2000).to_string(), "2/s");
+    }
 
     fn policy() -> impl Strategy<Value = Policy> {
         (

@@ -178,6 +178,49 @@ pub fn fold_waiting_bounded(store: &Store, limits: FoldBounds) -> Result<Waiting
     Ok(out)
 }
 
+/// Rows of `sink` being delivered: one walk of the in-flight index, which
+/// the dispatcher bounds (`[dispatch] max_inflight`), each hook's source
+/// read once. With [`waiting`], what a sink is still owed: a reload or a
+/// boot lets a sink leave only when both are 0.
+pub fn inflight_for(store: &Store, sink: &SinkRef) -> Result<i64> {
+    let (lo, hi) = bounds::family(prefix::INFLIGHT);
+    let mut seqs = Vec::new();
+    store.scan(Family::Index, &lo, &hi, Dir::Forward, |k, _| {
+        if let Ok(key) = keys::InflightKey::decode(k) {
+            if key.sink == sink.sink {
+                seqs.push(key.seq);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    seqs.sort_unstable();
+    seqs.dedup();
+    let mut n = 0;
+    for chunk in seqs.chunks(256) {
+        let hook_keys: Vec<Vec<u8>> = chunk.iter().map(|s| keys::hook_key(*s).to_vec()).collect();
+        for v in store
+            .multi_get(Family::Hooks, &hook_keys)?
+            .into_iter()
+            .flatten()
+        {
+            if Envelope::decode_source(&v).is_ok_and(|s| s == sink.source) {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Rows owed to `sink`: due ([`waiting`], or the fold's count on a store not
+/// counted yet) and in flight ([`inflight_for`]).
+pub fn owed(store: &Store, sink: &SinkRef) -> Result<i64> {
+    let due = match waiting(store, std::slice::from_ref(sink))? {
+        Some(v) => v.first().copied().unwrap_or(0),
+        None => fold_waiting(store)?.get(sink).copied().unwrap_or(0),
+    };
+    Ok(due + inflight_for(store, sink)?)
+}
+
 /// The sinks whose stored count differs from the fold, with both (a
 /// missing key reads as 0): what `store check` reports, `store repair`
 /// counts and a recount corrects.

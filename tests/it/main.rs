@@ -36,5 +36,6 @@ mod layers;
 mod pause;
 mod reload;
 mod routing;
+mod sink_identity;
 mod store_damage;
 mod store_faults;

@@ -341,7 +341,12 @@ async fn a_daemon_under_load_takes_ten_reloads_without_a_restart_or_a_refused_re
             assert!(out.contains("- sink shop/audit"), "{out}");
             break;
         }
-        assert!(err.contains("rows wait for it"), "{err}");
+        // Rows owed, or a request admitted before the retirement still in
+        // flight: both pass.
+        assert!(
+            err.contains("rows are owed to it") || err.contains("admitted under generation"),
+            "{err}"
+        );
         assert!(
             Instant::now() < deadline,
             "the retired sink's backlog never drained: {err}"

@@ -134,35 +134,69 @@ impl History {
     }
 }
 
+/// Writes the file whole: a temporary file of its own beside it (0600, a
+/// name no other console shares: two consoles open at once wrote one
+/// `history.tmp`, and one's rename could publish the other's half-written
+/// file or fail), then a rename over the old one.
 fn save(file: &Path, entries: &VecDeque<String>) -> std::io::Result<()> {
     use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    if let Some(dir) = file.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let tmp = file.with_extension("tmp");
-    let mut f = std::io::BufWriter::new(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?,
-    );
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".history.")
+        .tempfile_in(dir)?;
+    let mut f = std::io::BufWriter::new(tmp);
     for e in entries {
         writeln!(f, "{e}")?;
     }
-    f.flush()?;
-    drop(f);
-    std::fs::rename(&tmp, file)
+    let tmp = f
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 47: two consoles saving at once each write a whole file, and
+    /// neither save fails.
+    #[test]
+    fn consoles_saving_at_once_do_not_share_a_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("history");
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let file = file.clone();
+                std::thread::spawn(move || {
+                    let entries: VecDeque<String> = (0..50)
+                        .map(|i| format!("console {t} command {i}"))
+                        .collect();
+                    for _ in 0..100 {
+                        save(&file, &entries).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 50);
+        let who = lines[0].split(" command").next().unwrap();
+        assert!(lines.iter().all(|l| l.starts_with(who)), "a mixed file");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file left behind");
+    }
 
     #[test]
     fn up_and_down_walk_the_commands_and_give_back_the_draft() {

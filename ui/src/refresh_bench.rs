@@ -181,11 +181,13 @@ fn ensure_catalog(store: &Store) -> Result<(), ConsoleError> {
     let entries: Vec<_> = ["shop", "billing"]
         .into_iter()
         .flat_map(|source| {
-            (0..2u16).map(move |index| ankusa_store::sinks::SinkEntry {
-                source: source.to_owned(),
-                index,
-                name: format!("{source}-{index}"),
-                endpoint: format!("http://{source}-{index}.internal:8080"),
+            (0..2u16).map(move |index| {
+                ankusa_store::sinks::SinkEntry::live(
+                    source,
+                    index,
+                    format!("{source}-{index}"),
+                    format!("http://{source}-{index}.internal:8080"),
+                )
             })
         })
         .collect();

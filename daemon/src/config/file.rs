@@ -393,6 +393,44 @@ pub struct SinkConfig {
     /// `events`, checked, filled in by the config check.
     #[serde(skip)]
     pub patterns: Option<Vec<crate::routing::Pattern>>,
+    /// A tombstone, never read from the file: the position of a sink taken
+    /// out of it, which `crate::slots` keeps so no later sink takes it.
+    /// Nothing is routed, claimed or delivered to it.
+    #[serde(skip)]
+    pub dropped: bool,
+    /// The configuration generation since which it has been retired (0:
+    /// since boot), kept by reloads: a sink may leave the file once no
+    /// request admitted before then is in flight (`crate::slots`).
+    #[serde(skip)]
+    pub retired_since: u64,
+}
+
+impl SinkConfig {
+    /// The tombstone of a dropped sink, under the name it had (its position
+    /// as text when it had none).
+    pub fn tombstone(name: String) -> SinkConfig {
+        SinkConfig {
+            url: String::new(),
+            name: Some(name),
+            timeout: default_sink_timeout(),
+            max_attempts: default_max_attempts(),
+            backoff_initial: default_backoff_initial(),
+            backoff_max: default_backoff_max(),
+            retry_after_max: default_retry_after_max(),
+            retry_4xx: false,
+            signing_secret: None,
+            signing_secrets: Vec::new(),
+            signing_keys: Vec::new(),
+            breaker: None,
+            retired: true,
+            max_in_flight: None,
+            rate: None,
+            events: None,
+            patterns: None,
+            dropped: true,
+            retired_since: 0,
+        }
+    }
 }
 
 /// `[sources.sinks.breaker]`: when the sink is paused automatically, and

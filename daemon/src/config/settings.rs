@@ -16,6 +16,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The admin API's settings.
@@ -128,7 +129,17 @@ pub struct Source {
     /// Where a hook's event type is read; `None`: hooks have no type.
     pub event_type: Option<crate::routing::EventTypeFrom>,
     pub sinks: Vec<SinkConfig>,
+    /// The configuration generation this copy belongs to. Whatever keeps
+    /// the source (an ingest request from admission to its answer, a
+    /// delivery attempt through its sink) keeps it alive, which is how a
+    /// reload knows nothing admitted under an older generation is in flight
+    /// (`crate::reload::Live::oldest_in_flight`).
+    pub generation: Arc<Generation>,
 }
+
+/// A configuration generation, shared by every source of it.
+#[derive(Debug)]
+pub struct Generation(pub u64);
 
 /// `scheme://host[:port]` of a sink's URL: what may be shown or stored of
 /// it (a path or query may carry a secret). Empty for a URL that does not
@@ -146,6 +157,16 @@ pub fn endpoint(url: &str) -> String {
 }
 
 impl Source {
+    /// The positions of its sinks, tombstones left out.
+    pub fn configured(&self) -> Vec<u16> {
+        self.sinks
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.dropped)
+            .map(|(i, _)| u16::try_from(i).unwrap_or(u16::MAX))
+            .collect()
+    }
+
     /// The positions a new hook of this source owes rows to: every sink but
     /// the retired ones.
     pub fn ingest_sinks(&self) -> SinkSet {
@@ -184,22 +205,38 @@ impl Source {
     }
 
     /// The source's sinks as the store's catalog records them: the name (or
-    /// the position) and the URL's scheme, host and port only.
+    /// the position), the URL's scheme, host and port only and a digest of
+    /// the whole URL, and whether it is retired or a tombstone.
     pub fn catalog(&self) -> Vec<ankusa_store::sinks::SinkEntry> {
+        use ankusa_store::sinks::{SinkEntry, SinkState};
         self.sinks
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                let endpoint = endpoint(&k.url);
-                ankusa_store::sinks::SinkEntry {
+                let state = match (k.dropped, k.retired) {
+                    (true, _) => SinkState::Dropped,
+                    (false, true) => SinkState::Retired,
+                    (false, false) => SinkState::Live,
+                };
+                SinkEntry {
                     source: self.id.clone(),
                     index: u16::try_from(i).unwrap_or(u16::MAX),
                     name: k.name.clone().unwrap_or_else(|| i.to_string()),
-                    endpoint,
+                    endpoint: endpoint(&k.url),
+                    state,
+                    url_digest: (!k.dropped).then(|| url_digest(&k.url)),
                 }
             })
             .collect()
     }
+}
+
+/// SHA-256 of a sink's URL: what the catalog keeps to recognise the same
+/// endpoint under a new name, without keeping a URL that may carry a
+/// secret.
+pub fn url_digest(url: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(url.as_bytes()).into()
 }
 
 impl fmt::Debug for Source {
@@ -555,6 +592,7 @@ fn check_source(
         keep_headers,
         weight: u32::try_from(s.weight.0).unwrap_or(1000),
         sinks,
+        generation: Arc::new(Generation(0)),
     })
 }
 

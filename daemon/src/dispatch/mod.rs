@@ -332,10 +332,10 @@ impl Dispatcher {
             .forget_heads();
     }
 
-    /// The sinks of the live configuration, rebuilt when a reload changed
-    /// it (sources keep their indices, see [`SinkMap::reconfigured`]).
-    fn sink_map(&self) -> Arc<SinkMap> {
-        let routes = self.live.current();
+    /// The sinks of `routes` (the tick's one read of the live
+    /// configuration), rebuilt when a reload changed it (sources keep their
+    /// indices, see [`SinkMap::reconfigured`]).
+    fn sink_map(&self, routes: &crate::reload::Routes) -> Arc<SinkMap> {
         let mut m = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
         if m.0 != routes.generation {
             let next = m.1.reconfigured(
@@ -360,8 +360,11 @@ impl Dispatcher {
         let paused = Paused::load(&self.store)?;
         self.note_pauses(&paused);
         let cap = u32::try_from(self.settings.per_sink).unwrap_or(u32::MAX);
-        let map = self.sink_map();
+        // One read of the configuration for the whole tick: the sink map
+        // and the limits stamped with its generation come from the same one
+        // (a second read could see a reload the first did not).
         let routes = self.live.current();
+        let map = self.sink_map(&routes);
         let defaults = routes.tenant_defaults;
         let mut steer = self.steer.lock().unwrap_or_else(PoisonError::into_inner);
         steer.refresh(&self.store, routes.generation, &routes.order, &map)?;
@@ -396,7 +399,22 @@ impl Dispatcher {
                 .store(set.quiet() as u64, Ordering::Relaxed);
             plan
         };
-        let probes = self.find_probes(now, &paused);
+        let probes = {
+            // A probe is a claim like any: within its tenant's cap and
+            // rate and its sink's bound and rate, after the plan's claims.
+            let policy = steer.tick(now, &self.settings, defaults);
+            let mut busy = self.inflight.now().by_tenant;
+            for rows in &plan.claims {
+                for (r, _) in rows {
+                    *busy.entry(r.ord).or_insert(0) += 1;
+                }
+            }
+            let tenant_room =
+                |ord: u32| policy.turn(ord).room(busy.get(&ord).copied().unwrap_or(0)) > 0;
+            let sink_room =
+                |src: &str, sink: u16| map.key(src, sink).is_none_or(|k| sinks.has_room(k));
+            self.find_probes(now, &paused, &tenant_room, &sink_room)
+        };
         let mut out = Vec::with_capacity(plan.rows() + probes.len());
         if plan.rows() > 0 || !plan.bad.is_empty() || !plan.park.is_empty() || !probes.is_empty() {
             let mut b = Batch::new();
@@ -530,11 +548,19 @@ impl Dispatcher {
         Ok((plan.visited, out))
     }
 
-    /// One parked row for each half-open breaker: a row of its sink that
+    /// One parked row for each half-open breaker whose sink has room
+    /// (`sink_room`: its `max_in_flight` and rate): a row of its sink that
     /// no other pause holds (a paused tenant, or the tenant's own pause of
-    /// the sink), read at most [`breaker::SEARCH_VISIT`] rows a sink.
+    /// the sink) and whose tenant has room under its cap and rate
+    /// (`tenant_room`), read at most [`breaker::SEARCH_VISIT`] rows a sink.
     /// Claimed in the tick's commit, under the row lock, like any row.
-    fn find_probes(&self, now: u64, paused: &Paused) -> Vec<Probe> {
+    fn find_probes(
+        &self,
+        now: u64,
+        paused: &Paused,
+        tenant_room: &dyn Fn(u32) -> bool,
+        sink_room: &dyn Fn(&str, u16) -> bool,
+    ) -> Vec<Probe> {
         let breakers = &self.control.breakers;
         if breakers.is_empty() {
             return Vec::new();
@@ -542,11 +568,15 @@ impl Dispatcher {
         let mut out = Vec::new();
         for (at, mut cursor) in breakers.probes_wanted(now) {
             let (src, sink) = (at.source.as_str(), at.sink);
+            if !sink_room(src, sink) {
+                continue;
+            }
             let found =
                 transitions::find_parked(&self.store, &mut cursor, breaker::SEARCH_VISIT, |r| {
                     Ok(r.sink == sink
                         && !paused.tenant(r.ord)
                         && !paused.tenant_sink(r.ord, src, sink)
+                        && tenant_room(r.ord)
                         && queries::hook_source(&self.store, r.seq)?.is_some_and(|s| s == src))
                 });
             match found {

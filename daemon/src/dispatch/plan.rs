@@ -5,7 +5,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use ankusa_fairness::{HeadRow, Limits, RowKind, Scheduler, TenantHead};
+use ankusa_fairness::{HeadRow, Limits, Offer, RowKind, Scheduler, TenantHead};
 use ankusa_store::pauses::Paused;
 use ankusa_store::quarantine::Undecodable;
 use ankusa_store::queries::{self, DueFrom};
@@ -344,30 +344,33 @@ pub fn plan_tick(
     let mut failed = None;
     let plan = {
         let read = &read;
-        let mut fits = |tenant: u32, _k: usize| -> bool {
-            let Some(due) = index
-                .get(&tenant)
+        // The row taken may be a later one than the scheduler offered, so
+        // it takes no more than the offer's room, and the scheduler charges
+        // its size: the byte bound and the fair charge are the claimed
+        // row's. A row too large for the room ends the tenant's turn, as
+        // the scheduler's own bytes rule does.
+        let mut fits = |o: Offer| -> Option<u32> {
+            let due = index
+                .get(&o.tenant)
                 .and_then(|&i| read.get(i))
-                .map(|c| &c.due)
-            else {
-                return false;
-            };
-            let next = tried.entry(tenant).or_insert(0);
+                .map(|c| &c.due)?;
+            let next = tried.entry(o.tenant).or_insert(0);
             while failed.is_none() {
-                let Some(row) = due.get(*next) else {
-                    return false;
-                };
+                let row = due.get(*next)?;
+                if u64::from(row.size) > o.room {
+                    return None;
+                }
                 *next += 1;
                 match sinks.take(store, row) {
                     Ok(Some(sink)) => {
-                        taken.entry(tenant).or_default().push((*row, sink));
-                        return true;
+                        taken.entry(o.tenant).or_default().push((*row, sink));
+                        return Some(row.size);
                     }
                     Ok(None) => {}
                     Err(e) => failed = Some(e),
                 }
             }
-            false
+            None
         };
         sched.plan_fitting(now, &heads, limits, &mut fits)
     };

@@ -172,6 +172,8 @@ pub struct Steering {
     tenant_buckets: HashMap<u32, Bucket>,
     sink_buckets: HashMap<SinkKey, Bucket>,
     ticks: u64,
+    /// The tick of the last sweep of full buckets.
+    swept_at: u64,
     /// The tenants found over their policy, and since when.
     pub held: PolicyHeld,
     /// When the metrics' view of `held` was last rebuilt.
@@ -245,6 +247,19 @@ impl Steering {
         Ok(())
     }
 
+    /// Whether [`SWEEP_TICKS`] ticks have passed since the last sweep of
+    /// full buckets (and so it is one now). Counted from the last sweep,
+    /// not as a multiple of the tick count: the sweep runs where claims are
+    /// charged, on the ticks that claim, which need not ever fall on a
+    /// multiple (claims every other tick, on the odd ones, never did).
+    fn sweep_due(&mut self) -> bool {
+        if self.ticks.wrapping_sub(self.swept_at) < SWEEP_TICKS {
+            return false;
+        }
+        self.swept_at = self.ticks;
+        true
+    }
+
     /// Tenants and sinks with a stored policy.
     pub fn stored(&self) -> (usize, usize) {
         (self.policies.tenants.len(), self.policies.sinks.len())
@@ -316,7 +331,7 @@ impl Steering {
                     .spend(rate, now, n);
             }
         }
-        if self.ticks.is_multiple_of(SWEEP_TICKS) {
+        if self.sweep_due() {
             let pol = &self.policies;
             self.tenant_buckets.retain(|ord, b| {
                 let rate = pol.tenant(*ord).and_then(|p| p.rate).or(defaults.rate);
@@ -331,6 +346,22 @@ impl Steering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 47: the sweep was asked only on ticks that claim, and ran on
+    /// those whose number was a multiple of 256: with claims on odd ticks
+    /// only, never.
+    #[test]
+    fn full_buckets_are_swept_every_256_ticks_whatever_ticks_claim() {
+        let mut s = Steering::default();
+        let mut sweeps = 0;
+        for tick in 1..=1024u64 {
+            s.ticks = tick;
+            if tick % 2 == 1 && s.sweep_due() {
+                sweeps += 1;
+            }
+        }
+        assert_eq!(sweeps, 3, "at ticks 257, 513 and 769");
+    }
 
     #[test]
     fn a_bucket_refills_at_its_rate_up_to_one_second_of_it() {

@@ -1032,10 +1032,10 @@ fn a_row_the_caller_refuses_is_not_claimed_and_not_charged() {
     let mut got = BTreeMap::new();
     for now in 0..100 {
         let mut slot = 1u32;
-        let mut fits = |_: u32, _: usize| {
+        let mut fits = |o: Offer| {
             let ok = slot > 0;
             slot = slot.saturating_sub(1);
-            ok
+            ok.then_some(o.size)
         };
         for c in s.plan_fitting(now, &heads, lim(10), &mut fits) {
             *got.entry(c.tenant).or_insert(0u32) += c.rows;
@@ -1046,4 +1046,43 @@ fn a_row_the_caller_refuses_is_not_claimed_and_not_charged() {
         got.values().all(|&n| (45..=55).contains(&n)),
         "the slot is shared: {got:?}"
     );
+}
+
+// `plan_fitting`'s caller may claim another row than the one offered (the next
+// of the tenant's rows whose sink has room): the bytes left and the charge are
+// that row's (issue 47). Tenant 1 is offered a 10-byte row and takes its 90-byte
+// one; with 100 bytes a tick, tenant 2's 20-byte row must wait. Charged the
+// offered 10 bytes, the tick claimed 110 of 100.
+#[test]
+fn the_bytes_and_the_charge_are_the_claimed_rows() {
+    let mut s = Scheduler::new(cfg());
+    let one = [row(0, 10), row(0, 90)];
+    let two = [row(0, 20)];
+    let head = |tenant: u32, rows: &'static [HeadRow]| TenantHead {
+        tenant,
+        group: 0,
+        weight: 1,
+        group_weight: 1,
+        cap: None,
+        inflight: 0,
+        rows,
+    };
+    let one: &'static [HeadRow] = Box::leak(Box::new(one));
+    let two: &'static [HeadRow] = Box::leak(Box::new(two));
+    let heads = [head(1, one), head(2, two)];
+    let mut claimed = 0u64;
+    let mut fits = |o: Offer| {
+        let size = if o.tenant == 1 { 90 } else { o.size };
+        (u64::from(size) <= o.room).then(|| {
+            claimed += u64::from(size);
+            size
+        })
+    };
+    let limits = Limits {
+        rows: 10,
+        bytes: 100,
+    };
+    let plan = s.plan_fitting(0, &heads, limits, &mut fits);
+    assert!(claimed <= 100, "claimed {claimed} bytes of 100: {plan:?}");
+    assert_eq!(plan.len(), 1, "{plan:?}");
 }

@@ -32,6 +32,32 @@ pub struct StoreInfoJson {
     pub approx_keys: Vec<(String, u64)>,
 }
 
+/// A remote definition that only serializes compiles with a field of
+/// `StoreInfo` missing from it (only a `Deserialize` builds the whole
+/// struct), so this destructures `StoreInfo` naming every field, without
+/// `..`: a field added to it does not compile until it is placed here, and
+/// so looked at for the mirror above (issue 47). Compiled with the tests
+/// (`make test`'s clippy and build of every target), called by none.
+#[cfg(test)]
+#[allow(dead_code)]
+fn lists_every_field(info: &StoreInfo) -> usize {
+    let StoreInfo {
+        path: _,
+        mode: _,
+        format: _,
+        node: _,
+        totals: _,
+        tenants: _,
+        active: _,
+        oldest_due: _,
+        oldest_due_age_ms: _,
+        next_seq: _,
+        quarantined: _,
+        approx_keys,
+    } = info;
+    approx_keys.len()
+}
+
 /// `complete: false` when the walk stopped at its budget.
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "ActiveSummary")]

@@ -38,6 +38,27 @@ pub fn sh(s: &str) -> String {
     }
 }
 
+/// `head`, the positional `value` and the options `rest` (each with its
+/// leading space): the value first as usual, or last behind `--` when it
+/// starts with `-`, which the parser would take for an option (quoting does
+/// not help: the shell strips the quotes before the parser sees it).
+fn with_positional(head: &str, value: &str, rest: &str) -> String {
+    if value.starts_with('-') {
+        format!("{head}{rest} -- {}", sh(value))
+    } else {
+        format!("{head} {}{rest}", sh(value))
+    }
+}
+
+/// ` FLAG VALUE`, or ` FLAG=VALUE` for a value that starts with `-`.
+fn opt(flag: &str, value: &str) -> String {
+    if value.starts_with('-') {
+        format!(" {flag}={}", sh(value))
+    } else {
+        format!(" {flag} {}", sh(value))
+    }
+}
+
 fn rfc3339(ms: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_millis(t).to_string()
@@ -109,7 +130,7 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
                 cli.push_str(&format!(" --id {}", sh(id)));
             }
             if let Some(t) = &r.tenant {
-                cli.push_str(&format!(" --tenant {}", sh(t)));
+                cli.push_str(&opt("--tenant", t));
             }
             if let Some(f) = r.from {
                 cli.push_str(&format!(" --from {}", rfc3339(f)));
@@ -136,14 +157,17 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
             } else {
                 "pause"
             };
+            let store_opt = format!(" --store {dir}");
             let cli = match (&req.tenant, &req.sink) {
-                (Some(t), None) => format!("ankusa tenants {verb} {} --store {dir}", sh(t)),
-                (Some(t), Some(k)) => format!(
-                    "ankusa tenants {verb} {} --sink {} --store {dir}",
-                    sh(t),
-                    sh(k)
+                (Some(t), None) => {
+                    with_positional(&format!("ankusa tenants {verb}"), t, &store_opt)
+                }
+                (Some(t), Some(k)) => with_positional(
+                    &format!("ankusa tenants {verb}"),
+                    t,
+                    &format!("{}{store_opt}", opt("--sink", k)),
                 ),
-                (None, Some(k)) => format!("ankusa sinks {verb} {} --store {dir}", sh(k)),
+                (None, Some(k)) => with_positional(&format!("ankusa sinks {verb}"), k, &store_opt),
                 (None, None) => return None,
             };
             let route = if verb == "resume" {
@@ -171,24 +195,28 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
             let path = routes::fill(routes::TENANT_POLICY, &tenant);
             match set {
                 None => Equivalent {
-                    cli: format!("ankusa tenants policy clear {} --store {dir}", sh(&tenant)),
+                    cli: with_positional(
+                        "ankusa tenants policy clear",
+                        &tenant,
+                        &format!(" --store {dir}"),
+                    ),
                     curl: Some(curl(store, "DELETE", &path, None)),
                 },
                 Some(p) => {
-                    let mut cli =
-                        format!("ankusa tenants policy set {} --store {dir}", sh(&tenant));
+                    let mut rest = format!(" --store {dir}");
                     for (flag, v) in [
                         ("--weight", p.weight),
                         ("--share", p.share),
                         ("--cap", p.cap),
                     ] {
                         if let Some(v) = v {
-                            cli.push_str(&format!(" {flag} {v}"));
+                            rest.push_str(&format!(" {flag} {v}"));
                         }
                     }
                     if let Some(r) = p.rate {
-                        cli.push_str(&format!(" --rate {}", sh(&r.to_string())));
+                        rest.push_str(&format!(" --rate {}", sh(&r.to_string())));
                     }
+                    let cli = with_positional("ankusa tenants policy set", &tenant, &rest);
                     Equivalent {
                         cli,
                         curl: Some(curl(
@@ -205,17 +233,22 @@ pub fn of(scope: &ActionScope, store: &Path) -> Option<Equivalent> {
             let path = routes::fill(routes::SINK_LIMITS, &sink);
             match set {
                 None => Equivalent {
-                    cli: format!("ankusa sinks limit clear {} --store {dir}", sh(&sink)),
+                    cli: with_positional(
+                        "ankusa sinks limit clear",
+                        &sink,
+                        &format!(" --store {dir}"),
+                    ),
                     curl: Some(curl(store, "DELETE", &path, None)),
                 },
                 Some(l) => {
-                    let mut cli = format!("ankusa sinks limit set {} --store {dir}", sh(&sink));
+                    let mut rest = format!(" --store {dir}");
                     if let Some(n) = l.max_in_flight {
-                        cli.push_str(&format!(" --max-in-flight {n}"));
+                        rest.push_str(&format!(" --max-in-flight {n}"));
                     }
                     if let Some(r) = l.rate {
-                        cli.push_str(&format!(" --rate {}", sh(&r.to_string())));
+                        rest.push_str(&format!(" --rate {}", sh(&r.to_string())));
                     }
+                    let cli = with_positional("ankusa sinks limit set", &sink, &rest);
                     Equivalent {
                         cli,
                         curl: Some(curl(
@@ -241,5 +274,22 @@ mod tests {
         assert_eq!(sh("tenant one"), "'tenant one'");
         assert_eq!(sh("it's"), r"'it'\''s'");
         assert_eq!(sh(""), "''");
+    }
+
+    /// Issue 47: a tenant id may start with `-`, which the command line's
+    /// parser takes for an option however it is quoted. Such a value goes
+    /// last, behind `--`, or as `--flag=value`.
+    #[test]
+    fn a_value_that_starts_with_a_dash_is_not_read_as_an_option() {
+        assert_eq!(
+            with_positional("ankusa tenants pause", "-x", " --store s"),
+            "ankusa tenants pause --store s -- -x"
+        );
+        assert_eq!(
+            with_positional("ankusa tenants pause", "acme", " --store s"),
+            "ankusa tenants pause acme --store s"
+        );
+        assert_eq!(opt("--tenant", "-x"), " --tenant=-x");
+        assert_eq!(opt("--tenant", "a b"), " --tenant 'a b'");
     }
 }

@@ -182,11 +182,8 @@ fn dlq_of_a_fleet_node_with_named_sinks() {
             |_, _| {},
         )
         .expect("fixture");
-        let entry = |source: &str, index: u16, name: &str| ankusa_store::sinks::SinkEntry {
-            source: source.into(),
-            index,
-            name: name.into(),
-            endpoint: "http://127.0.0.1:9000".into(),
+        let entry = |source: &str, index: u16, name: &str| {
+            ankusa_store::sinks::SinkEntry::live(source, index, name, "http://127.0.0.1:9000")
         };
         ankusa_store::sinks::replace(
             &s,

@@ -26,24 +26,9 @@ const SIZES: [(u16, u16); 3] = [(80, 24), (100, 30), (160, 48)];
 fn catalog() -> Vec<SinkEntry> {
     // In the catalog's order (by source, length-prefixed, then position).
     vec![
-        SinkEntry {
-            source: "shop".into(),
-            index: 0,
-            name: "orders".into(),
-            endpoint: "http://orders.internal:8080".into(),
-        },
-        SinkEntry {
-            source: "shop".into(),
-            index: 1,
-            name: "audit".into(),
-            endpoint: "https://audit.example.com".into(),
-        },
-        SinkEntry {
-            source: "billing".into(),
-            index: 0,
-            name: "ledger".into(),
-            endpoint: "http://ledger.internal:9000".into(),
-        },
+        SinkEntry::live("shop", 0, "orders", "http://orders.internal:8080"),
+        SinkEntry::live("shop", 1, "audit", "https://audit.example.com"),
+        SinkEntry::live("billing", 0, "ledger", "http://ledger.internal:9000"),
     ]
 }
 
