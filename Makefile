@@ -7,7 +7,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= /var/tmp/ankusa-target
 CARGO ?= cargo
 
-.PHONY: test prereqs build lint demo
+.PHONY: test prereqs build lint demo soak
 
 prereqs:
 	@./scripts/prereqs.sh
@@ -28,6 +28,13 @@ ANKUSA := $(CARGO_TARGET_DIR)/release/ankusa
 # quick benches, each stage timed (scripts/test.sh prints the table).
 test:
 	./scripts/test.sh
+
+# The long versions of the slow end-to-end tests, run by hand
+# (docs/testing.md, "Build and time"): 100 SIGKILLs, two minutes of chaos.
+soak: prereqs
+	$(CARGO) build --workspace --all-targets --release
+	ANKUSA_CRASH_KILLS=100 ANKUSA_CHAOS_SECS=120 $(CARGO) nextest run --workspace --release \
+	  --profile soak -E 'test(chaos::) | test(=daemon_crash::every_acknowledged_hook_is_delivered_or_dead_under_a_sigkill_loop)'
 
 # The whole system on this machine (docs/demo.md): a release build, so the
 # demo shows the relay rather than the debug build, then `ankusa demo`.

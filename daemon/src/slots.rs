@@ -96,7 +96,7 @@ pub struct Alignment {
 pub fn of_catalog(catalog: &[SinkEntry]) -> Previous {
     let mut out = Previous::new();
     for e in catalog {
-        let slots = out.entry(e.source.clone()).or_insert_with(Vec::new);
+        let slots = out.entry(e.source.clone()).or_default();
         let at = usize::from(e.index);
         if slots.len() <= at {
             slots.resize(

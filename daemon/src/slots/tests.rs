@@ -567,11 +567,11 @@ fn run(steps: &[Step]) -> Result<(), proptest::test_runner::TestCaseError> {
                         w.rows[i].state = RowState::Delivered;
                     }
                     (Step::DeadLetter(_), RowState::Inflight) => w.rows[i].state = RowState::Dead,
-                    (Step::Replay(_), RowState::Dead) => {
-                        if !ankusa_store::sinks::is_dropped(&w.catalog(), "s", r.pos) {
-                            proptest::prop_assert_eq!(w.who_at(r.pos), Some(r.who));
-                            w.rows[i].state = RowState::Due;
-                        }
+                    (Step::Replay(_), RowState::Dead)
+                        if !ankusa_store::sinks::is_dropped(&w.catalog(), "s", r.pos) =>
+                    {
+                        proptest::prop_assert_eq!(w.who_at(r.pos), Some(r.who));
+                        w.rows[i].state = RowState::Due;
                     }
                     _ => {}
                 }
