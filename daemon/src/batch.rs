@@ -187,7 +187,8 @@ async fn handle(
     let mut written = if good.is_empty() {
         Vec::new().into_iter()
     } else {
-        let rx = app.writer.submit_all(good).map_err(|e| match e {
+        let admitted = Some(source.generation.clone());
+        let rx = app.writer.submit_all(good, admitted).map_err(|e| match e {
             SubmitError::Full => Outcome::QueueFull,
             SubmitError::Closed => Outcome::ShuttingDown,
         })?;

@@ -367,12 +367,16 @@ async fn handle(app: &AppState, source_id: &str, req: Request) -> Handled {
         headers: admitted.headers,
         body: body.to_vec(),
     };
-    let rx = app.writer.submit(envelope, sinks).map_err(|e| {
-        refuse(match e {
-            SubmitError::Full => Outcome::QueueFull,
-            SubmitError::Closed => Outcome::ShuttingDown,
-        })
-    })?;
+    let admitted_under = Some(admitted.source.generation.clone());
+    let rx = app
+        .writer
+        .submit(envelope, sinks, admitted_under)
+        .map_err(|e| {
+            refuse(match e {
+                SubmitError::Full => Outcome::QueueFull,
+                SubmitError::Closed => Outcome::ShuttingDown,
+            })
+        })?;
     match rx.await {
         Ok(WriteOutcome::Accepted(id)) => Ok((Outcome::Accepted, id, admitted.tenant)),
         Ok(WriteOutcome::Duplicate(id)) => Ok((Outcome::Duplicate, id, admitted.tenant)),

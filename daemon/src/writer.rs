@@ -85,6 +85,11 @@ pub struct Submission {
     enqueued: Instant,
     charged: usize,
     reply: Reply,
+    /// The configuration generation the request was admitted under, held
+    /// until the hooks are committed: a reload drops a retired sink only
+    /// once no admission of a generation that still routed to it can write
+    /// (`crate::slots`), and a client that goes away does not end that.
+    _admitted: Option<Arc<crate::config::Generation>>,
 }
 
 #[derive(Debug)]
@@ -115,9 +120,10 @@ impl WriterHandle {
         &self,
         envelope: Envelope,
         sinks: SinkSet,
+        admitted: Option<Arc<crate::config::Generation>>,
     ) -> Result<oneshot::Receiver<WriteOutcome>, SubmitError> {
         let (reply, rx) = oneshot::channel();
-        self.enqueue(vec![(envelope, sinks)], Reply::One(reply))?;
+        self.enqueue(vec![(envelope, sinks)], Reply::One(reply), admitted)?;
         Ok(rx)
     }
 
@@ -127,13 +133,19 @@ impl WriterHandle {
     pub fn submit_all(
         &self,
         entries: Vec<(Envelope, SinkSet)>,
+        admitted: Option<Arc<crate::config::Generation>>,
     ) -> Result<oneshot::Receiver<Vec<WriteOutcome>>, SubmitError> {
         let (reply, rx) = oneshot::channel();
-        self.enqueue(entries, Reply::All(reply))?;
+        self.enqueue(entries, Reply::All(reply), admitted)?;
         Ok(rx)
     }
 
-    fn enqueue(&self, entries: Vec<(Envelope, SinkSet)>, reply: Reply) -> Result<(), SubmitError> {
+    fn enqueue(
+        &self,
+        entries: Vec<(Envelope, SinkSet)>,
+        reply: Reply,
+        admitted: Option<Arc<crate::config::Generation>>,
+    ) -> Result<(), SubmitError> {
         let charged = entries
             .iter()
             .map(|(e, _)| e.body.len().saturating_add(JOB_OVERHEAD))
@@ -150,6 +162,7 @@ impl WriterHandle {
             enqueued: Instant::now(),
             charged,
             reply,
+            _admitted: admitted,
         };
         match self.tx.try_send(job) {
             Ok(()) => {
@@ -581,7 +594,7 @@ mod tests {
     fn one_batch(r: &mut Rig, envs: Vec<Envelope>) -> Vec<WriteOutcome> {
         let rxs: Vec<_> = envs
             .into_iter()
-            .map(|e| r.handle.submit(e, SinkSet::first(2)).unwrap())
+            .map(|e| r.handle.submit(e, SinkSet::first(2), None).unwrap())
             .collect();
         let jobs = r.writer.drain();
         r.writer.write(jobs);
@@ -743,11 +756,17 @@ mod tests {
         let mut s = settings();
         s.queue = 2;
         let r = rig(s);
-        assert!(r.handle.submit(env("a", None), SinkSet::first(1)).is_ok());
-        assert!(r.handle.submit(env("a", None), SinkSet::first(1)).is_ok());
+        assert!(r
+            .handle
+            .submit(env("a", None), SinkSet::first(1), None)
+            .is_ok());
+        assert!(r
+            .handle
+            .submit(env("a", None), SinkSet::first(1), None)
+            .is_ok());
         assert_eq!(
             r.handle
-                .submit(env("a", None), SinkSet::first(1))
+                .submit(env("a", None), SinkSet::first(1), None)
                 .unwrap_err(),
             SubmitError::Full
         );
@@ -758,12 +777,14 @@ mod tests {
         let mut big = env("a", None);
         big.body = vec![0; 1800];
         assert!(
-            r.handle.submit(big.clone(), SinkSet::first(1)).is_ok(),
+            r.handle
+                .submit(big.clone(), SinkSet::first(1), None)
+                .is_ok(),
             "an empty queue admits any one job"
         );
         assert_eq!(
             r.handle
-                .submit(env("a", None), SinkSet::first(1))
+                .submit(env("a", None), SinkSet::first(1), None)
                 .unwrap_err(),
             SubmitError::Full
         );
@@ -782,7 +803,7 @@ mod tests {
                 Arc::new(Metrics::default()),
             )
             .unwrap();
-            let rx = h.submit(env("a", None), SinkSet::first(1)).unwrap();
+            let rx = h.submit(env("a", None), SinkSet::first(1), None).unwrap();
             let jobs = w.drain();
             w.write(jobs);
             assert_eq!(
@@ -854,7 +875,7 @@ mod tests {
                         e.body = format!("{{\"n\":{n}}}").into_bytes();
                         // A full queue refuses at once (its own test); the
                         // rest go on.
-                        match r.handle.submit(e.clone(), SinkSet::first(1)) {
+                        match r.handle.submit(e.clone(), SinkSet::first(1), None) {
                             Ok(rx) => queued.push((e, rx)),
                             Err(err) => prop_assert_eq!(err, SubmitError::Full),
                         }

@@ -39,6 +39,10 @@ pub struct Batch {
     /// by the first recount instead ([`crate::sinks::recount_waiting`]),
     /// which saves a hook read per row moved.
     pub(crate) sinks_uncounted: bool,
+    /// The policy changes this batch makes (`crate::policy`): the version it
+    /// moves to, the count it leaves and which policy keys it leaves
+    /// present, so two changes in one batch count and log as one step.
+    pub(crate) policies: Option<crate::policy::Pending>,
 }
 
 impl Batch {
@@ -53,8 +57,13 @@ impl Batch {
     /// rows are counted per sink later, is kept apart: merged into a batch
     /// that counts, its rows would be counted twice.
     pub fn absorb(&mut self, other: Batch) -> Result<(), Box<Batch>> {
-        if other.sinks_uncounted != self.sinks_uncounted {
+        if other.sinks_uncounted != self.sinks_uncounted
+            || (other.policies.is_some() && self.policies.is_some())
+        {
             return Err(Box::new(other));
+        }
+        if other.policies.is_some() {
+            self.policies = other.policies;
         }
         self.ops.extend(other.ops);
         self.deltas.absorb(&other.deltas);

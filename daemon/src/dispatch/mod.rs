@@ -353,13 +353,6 @@ impl Dispatcher {
     /// visited and the claimed rows.
     fn claim(&self) -> Result<(usize, Vec<InflightRow>), StoreError> {
         let now = self.clock.now_ms();
-        // From planning (which reads the due rows) to the claim's commit: a
-        // purge must not delete a row this tick is about to claim.
-        let rows_guard = ankusa_ops::rowlock::hold();
-        let returned = self.release_stranded(now);
-        let paused = Paused::load(&self.store)?;
-        self.note_pauses(&paused);
-        let cap = u32::try_from(self.settings.per_sink).unwrap_or(u32::MAX);
         // One read of the configuration for the whole tick: the sink map
         // and the limits stamped with its generation come from the same one
         // (a second read could see a reload the first did not).
@@ -367,8 +360,17 @@ impl Dispatcher {
         let map = self.sink_map(&routes);
         let defaults = routes.tenant_defaults;
         let mut steer = self.steer.lock().unwrap_or_else(PoisonError::into_inner);
+        // Before the row lock: reading what policies changed holds no purge
+        // up.
         steer.refresh(&self.store, routes.generation, &routes.order, &map)?;
         self.note_policies(&steer);
+        // From planning (which reads the due rows) to the claim's commit: a
+        // purge must not delete a row this tick is about to claim.
+        let rows_guard = ankusa_ops::rowlock::hold();
+        let returned = self.release_stranded(now);
+        let paused = Paused::load(&self.store)?;
+        self.note_pauses(&paused);
+        let cap = u32::try_from(self.settings.per_sink).unwrap_or(u32::MAX);
         let mut sinks =
             SinkRoom::new(&map, cap, self.inflight.sinks()).limited(steer.sink_bounds(now));
         let plan = {

@@ -204,8 +204,11 @@ impl Steering {
         sources: &[Arc<Source>],
         map: &SinkMap,
     ) -> Result<(), StoreError> {
-        let version = ankusa_store::policy::version(store)?;
-        if !self.loaded || version != self.policies.version {
+        if self.loaded {
+            // The policies changed since the last tick, read from the
+            // change log: O(changed), not the table.
+            self.policies.update(store)?;
+        } else {
             self.policies = Policies::load(store)?;
             self.loaded = true;
         }
