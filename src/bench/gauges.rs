@@ -133,7 +133,7 @@ fn print_table(r: &Report) {
     println!("{}", r.verdict.summary());
 }
 
-fn tenant_name(i: u32) -> String {
+pub(crate) fn tenant_name(i: u32) -> String {
     format!("t{i:06}")
 }
 

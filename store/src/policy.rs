@@ -24,8 +24,8 @@
 //!
 //! Keys: `m:policy:t tenant:str16` and `m:policy:s source:str16 sink:u16`;
 //! the version is `m:policy_version`, the count `m:policy_count` and the
-//! log `m:policy_log: version:u64 policy-key` (all three outside that
-//! prefix). Values
+//! log `m:policy_log: version:u64` -> the policy keys that version changed,
+//! each `len:u16 key` (all three outside that prefix). Values
 //! (version 1): tenant `1:u8 set:u8 weight:u32 share:u32 cap:u32
 //! rate:u64 at:u64 by:str16`, sink `1:u8 set:u8 in_flight:u32 rate:u64
 //! at:u64 by:str16`, where `set` has one bit per field present (in that
@@ -461,11 +461,21 @@ pub fn version(store: &Store) -> Result<u64> {
     }
 }
 
-fn log_key(version: u64, policy_key: &[u8]) -> Vec<u8> {
+fn log_key(version: u64) -> Vec<u8> {
     let mut k = LOG.to_vec();
     k.extend_from_slice(&version.to_be_bytes());
-    k.extend_from_slice(policy_key);
     k
+}
+
+/// A log entry's value: the policy keys its version changed, each as
+/// `len:u16 key`.
+fn log_value<'a>(keys: impl IntoIterator<Item = &'a Vec<u8>>) -> Vec<u8> {
+    let mut v = Vec::new();
+    for k in keys {
+        v.extend_from_slice(&u16::try_from(k.len()).unwrap_or(u16::MAX).to_be_bytes());
+        v.extend_from_slice(k);
+    }
+    v
 }
 
 /// What a batch's policy changes so far leave: read by the next change in
@@ -495,13 +505,10 @@ fn change(store: &Store, b: &mut Batch, key: Vec<u8>, value: Option<Vec<u8>>) ->
     };
     let next = pending.version;
     b.put(Family::Meta, VERSION.to_vec(), next.to_be_bytes().to_vec());
-    b.put(Family::Meta, log_key(next, &key), Vec::new());
     if next > LOG_KEEP {
-        let mut lo = LOG.to_vec();
-        lo.extend_from_slice(&(next - LOG_KEEP).to_be_bytes());
-        let mut hi = LOG.to_vec();
-        hi.extend_from_slice(&(next - LOG_KEEP + 1).to_be_bytes());
-        b.delete_range(Family::Meta, lo, hi);
+        // A point delete: range tombstones in the memtable slowed every
+        // read of the family until a flush.
+        b.delete(Family::Meta, log_key(next - LOG_KEEP));
     }
     let exists = value.is_some();
     if existed != exists {
@@ -518,6 +525,10 @@ fn change(store: &Store, b: &mut Batch, key: Vec<u8>, value: Option<Vec<u8>>) ->
         );
     }
     pending.present.insert(key.clone(), exists);
+    // Every key the batch changed so far: the last put of the entry wins.
+    let mut keys: Vec<&Vec<u8>> = pending.present.keys().collect();
+    keys.sort_unstable();
+    b.put(Family::Meta, log_key(next), log_value(keys));
     b.policies = Some(pending);
     match value {
         Some(v) => b.put(Family::Meta, key, v),
@@ -638,19 +649,13 @@ fn changed_since(store: &Store, after: u64, upto: u64) -> Result<Option<Vec<Vec<
     let mut hi = LOG.to_vec();
     hi.extend_from_slice(&(upto.saturating_add(1)).to_be_bytes());
     let mut versions = 0u64;
-    let mut last = None;
     let mut keys = Vec::new();
-    store.scan(Family::Meta, &lo, &hi, Dir::Forward, |k, _| {
-        let rest = &k[LOG.len()..];
-        if rest.len() < 8 {
-            return Err(DecodeError::new("policy log key", "shorter than a version").into());
+    store.scan(Family::Meta, &lo, &hi, Dir::Forward, |_, v| {
+        versions += 1;
+        let mut r = Reader::new(v, "policy log entry");
+        while !r.at_end() {
+            keys.push(r.bytes16()?.to_vec());
         }
-        let (v, key) = rest.split_at(8);
-        if last != Some(v.to_vec()) {
-            versions += 1;
-            last = Some(v.to_vec());
-        }
-        keys.push(key.to_vec());
         Ok(ControlFlow::Continue(()))
     })?;
     if versions != upto - after {
