@@ -14,8 +14,9 @@
 //! a sink must pass to leave, which boot and reload share.
 //!
 //! Alignment: a sink of the file takes the position of the sink it is:
-//! the same name; for an unnamed sink, the same URL, else the position it
-//! is named by (its place in the file); for a renamed sink, the same URL.
+//! the same name; for an unnamed sink, the same URL (or, against a catalog
+//! an earlier release wrote, which has no URL digests, its place in the
+//! file); for a renamed sink, the same URL.
 //! A sink new to the source takes the next position never used, in file
 //! order. A position whose sink the file no longer has is *leaving*: it
 //! becomes a tombstone ([`SinkConfig::tombstone`]) if [`check_leaving`]
@@ -231,20 +232,22 @@ fn align(
     };
     // The same name.
     matching(&|_, k, o| k.name.is_some() && k.name == o.name);
-    // An unnamed sink: the same URL, else the position it is named by.
+    // An unnamed sink: the same URL. Another URL is another sink, since
+    // nothing else says it is the same one. Only against a catalog entry an
+    // earlier release wrote, which has no URL digest, is an unnamed sink
+    // known by its place in the list, as that release knew it.
     matching(&|j, k, o| k.name.is_none() && o.name.is_none() && o.url == Some(digests[j]));
-    {
-        for (j, k) in sinks.iter().enumerate() {
-            if at[j].is_none()
-                && k.name.is_none()
-                && j < old.len()
-                && !taken[j]
-                && old[j].open()
-                && old[j].name.is_none()
-            {
-                at[j] = Some(j);
-                taken[j] = true;
-            }
+    for (j, k) in sinks.iter().enumerate() {
+        if at[j].is_none()
+            && k.name.is_none()
+            && j < old.len()
+            && !taken[j]
+            && old[j].open()
+            && old[j].name.is_none()
+            && old[j].url.is_none()
+        {
+            at[j] = Some(j);
+            taken[j] = true;
         }
     }
     // A new name on the same URL: a rename.
