@@ -152,16 +152,13 @@ pub struct Limits {
     pub bytes: u64,
 }
 
-/// What [`Scheduler::plan_fitting`] asks its caller before a claim.
+/// What `plan_fitting` asks before a claim: the tenant's `k`-th head row, its
+/// `size`, and the most bytes the claim may take (`room`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offer {
     pub tenant: u32,
-    /// The head row offered, 0-based among the tenant's.
     pub k: usize,
-    /// Its size.
     pub size: u32,
-    /// The most bytes the claim may take (a row other than the one offered
-    /// included): the bytes left, or any for an oversize row alone.
     pub room: u64,
 }
 
@@ -444,15 +441,11 @@ impl Scheduler {
         self.plan_fitting(now, heads, limits, &mut |o| Some(o.size))
     }
 
-    /// [`Scheduler::plan`], asking `fits` (an [`Offer`]) before it claims a
-    /// tenant's `k`-th head row (0-based): a row that does not fit (the caller's own
-    /// bound, such as a sink with no room left this tick) skips its tenant for the
-    /// rest of the tick exactly as a row that does not fit the bytes left does (rule
-    /// 5): it is not charged, and it keeps the floor it competed at. A `fits` that
-    /// takes a row returns its size: the caller may take another row than the one
-    /// offered (the next of the tenant's rows whose sink has room), of at most `room`
-    /// bytes, and the bytes left and the tenant's charge are that row's. It is asked
-    /// once per claim, in claim order.
+    /// [`Scheduler::plan`], asking `fits` (an [`Offer`]) before each claim: a row the
+    /// caller refuses (its own bound, such as a full sink) skips its tenant for the
+    /// tick as a row over the bytes left does (rule 5), uncharged, keeping its floor.
+    /// A yes returns the size of the row taken, which may be a later one than offered
+    /// (of at most `room` bytes): the bytes left and the charge are that row's.
     pub fn plan_fitting(
         &mut self,
         now: u64,
@@ -667,14 +660,9 @@ impl Scheduler {
             // Rule 5: a row that does not fit what is left skips only its tenant, and
             // a row bigger than the whole budget goes alone on an otherwise empty tick.
             let in_budget = size <= sel.bytes_left || oversize_alone(size, limits, sel.rows_total);
-            // The caller's bound is asked last, and only for a row that would be
-            // claimed otherwise: a yes is a claim, of the row whose size it returns,
-            // within the room the row offered had (an oversize row alone takes any).
-            let room = if oversize_alone(u64::MAX, limits, sel.rows_total) {
-                u64::MAX
-            } else {
-                sel.bytes_left
-            };
+            // The caller's bound is asked last: a yes claims a row of at most `room`.
+            let alone = oversize_alone(u64::MAX, limits, sel.rows_total);
+            let room = if alone { u64::MAX } else { sel.bytes_left };
             let offer = Offer {
                 tenant: h.tenant,
                 k,

@@ -42,7 +42,16 @@ pub struct Batch {
     /// The policy changes this batch makes (`crate::policy`): the version it
     /// moves to, the count it leaves and which policy keys it leaves
     /// present, so two changes in one batch count and log as one step.
-    pub(crate) policies: Option<crate::policy::Pending>,
+    pub(crate) policies: Option<PolicyPending>,
+}
+
+/// What a batch's policy changes so far leave (`crate::policy`): read by
+/// the next change in the same batch, which the store cannot show yet.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyPending {
+    pub(crate) version: u64,
+    pub(crate) count: Option<usize>,
+    pub(crate) present: std::collections::HashMap<Vec<u8>, bool>,
 }
 
 impl Batch {
