@@ -257,23 +257,7 @@ fn measure_cell(
         for run in &mut runs {
             let mut samples = Vec::with_capacity(ticks);
             for _ in 0..ticks {
-                let tick_now = ankusa_store::system_now_ms();
-                let s = Instant::now();
-                let paused = ankusa_store::pauses::Paused::load(&store)?;
-                run.steer.refresh(&store, 0, &[], &no_sinks)?;
-                let mut sinks = ankusa_daemon::SinkRoom::unbounded(&no_sinks);
-                let input = ankusa_daemon::TickInput {
-                    store: &store,
-                    now: tick_now,
-                    settings: &settings,
-                    paused: &paused,
-                    inflight: &run.inflight,
-                    policy: &run.steer.tick(tick_now, &settings, Policy::default()),
-                };
-                let plan = plan_tick(&input, &mut run.sched, &mut run.set, &mut sinks)?;
-                samples.push(s.elapsed().as_secs_f64() * 1000.0);
-                run.planned = plan.rows();
-                std::hint::black_box(plan);
+                samples.push(run.tick(&store, &settings, &no_sinks)?);
             }
             let p10 = super::percentile(&mut samples, 10.0);
             if p10 < run.best_p10 {
@@ -315,24 +299,7 @@ fn policy_churn(path: &Path, changes: usize) -> Result<Churn> {
     let settings = DispatchSettings::default();
     let no_sinks = ankusa_daemon::SinkMap::default();
     let mut run = Run::new(ankusa_daemon::Steering::default());
-    let tick = |run: &mut Run| -> Result<f64> {
-        let tick_now = ankusa_store::system_now_ms();
-        let s = Instant::now();
-        let paused = ankusa_store::pauses::Paused::load(&store)?;
-        run.steer.refresh(&store, 0, &[], &no_sinks)?;
-        let mut sinks = ankusa_daemon::SinkRoom::unbounded(&no_sinks);
-        let input = ankusa_daemon::TickInput {
-            store: &store,
-            now: tick_now,
-            settings: &settings,
-            paused: &paused,
-            inflight: &run.inflight,
-            policy: &run.steer.tick(tick_now, &settings, Policy::default()),
-        };
-        let plan = plan_tick(&input, &mut run.sched, &mut run.set, &mut sinks)?;
-        std::hint::black_box(plan);
-        Ok(s.elapsed().as_secs_f64() * 1000.0)
-    };
+    let tick = |run: &mut Run| run.tick(&store, &settings, &no_sinks);
     tick(&mut run)?;
     let (mut still, mut changed) = (Vec::new(), Vec::new());
     for (i, tenant) in names.iter().take(changes).enumerate() {
@@ -388,6 +355,34 @@ struct Run {
 }
 
 impl Run {
+    /// One tick's read side (pauses, policies, the plan), timed in ms; the
+    /// rows planned are kept in `planned`.
+    fn tick(
+        &mut self,
+        store: &Store,
+        settings: &DispatchSettings,
+        no_sinks: &ankusa_daemon::SinkMap,
+    ) -> Result<f64> {
+        let tick_now = ankusa_store::system_now_ms();
+        let s = Instant::now();
+        let paused = ankusa_store::pauses::Paused::load(store)?;
+        self.steer.refresh(store, 0, &[], no_sinks)?;
+        let mut sinks = ankusa_daemon::SinkRoom::unbounded(no_sinks);
+        let input = ankusa_daemon::TickInput {
+            store,
+            now: tick_now,
+            settings,
+            paused: &paused,
+            inflight: &self.inflight,
+            policy: &self.steer.tick(tick_now, settings, Policy::default()),
+        };
+        let plan = plan_tick(&input, &mut self.sched, &mut self.set, &mut sinks)?;
+        let took = s.elapsed().as_secs_f64() * 1000.0;
+        self.planned = plan.rows();
+        std::hint::black_box(plan);
+        Ok(took)
+    }
+
     fn new(steer: ankusa_daemon::Steering) -> Run {
         Run {
             steer,
