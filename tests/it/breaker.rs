@@ -237,3 +237,104 @@ async fn a_failing_sink_trips_its_breaker_parks_its_rows_and_a_good_probe_drains
     drop(s);
     store_check(&dir.path().join("store"));
 }
+
+/// A sink that holds every request until it is let go.
+#[derive(Default)]
+struct Gate {
+    open: AtomicBool,
+    hits: std::sync::atomic::AtomicUsize,
+}
+
+async fn hold(State(g): State<Arc<Gate>>) -> StatusCode {
+    g.hits.fetch_add(1, Ordering::SeqCst);
+    while !g.open.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    StatusCode::OK
+}
+
+/// A probe is a claim like any other: a half-open breaker's probe of a
+/// tenant's row waits while that tenant's cap is spent elsewhere, and goes
+/// as soon as the cap has room (issue 47: probes skipped the tenant's cap,
+/// its rate and the sink's bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_breakers_probe_waits_for_room_under_its_tenants_cap() {
+    let gate = Arc::new(Gate::default());
+    gate.open.store(true, Ordering::SeqCst);
+    let gate_url = format!(
+        "{}/hold",
+        common::serve_loopback(
+            axum::Router::new()
+                .route("/hold", axum::routing::post(hold))
+                .with_state(gate.clone())
+        )
+        .await
+    );
+    let flaky = Arc::new(Sink::default());
+    flaky.down.store(true, Ordering::SeqCst);
+    let flaky_url = start_sink(flaky.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sources = format!(
+        "[[sources]]\nid = \"shop\"\ntenant = \"acme\"\n\
+         [[sources.sinks]]\nname = \"gate\"\nurl = \"{gate_url}\"\ntimeout = \"60s\"\n\
+         [[sources.sinks]]\nname = \"flaky\"\nurl = \"{flaky_url}\"\nbackoff_initial = \"50ms\"\nbackoff_max = \"1s\"\n\
+         [sources.sinks.breaker]\nfailures = 1\nopen_for = \"100ms\"\nopen_max = \"200ms\"\n"
+    );
+    write_config(
+        dir.path(),
+        &config_dispatching("tick = \"10ms\"", "[tenants]\ncap = 1\n", &sources),
+    );
+    let d = Daemon::start(dir.path());
+    let c = client();
+    let post = |i: u32| {
+        let c = c.clone();
+        let url = d.url("shop");
+        async move {
+            let r = c
+                .post(url)
+                .body(format!("{{\"i\":{i}}}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 202);
+        }
+    };
+    // Several parked rows, so that a probe always has one to take.
+    for i in 0..6 {
+        post(i).await;
+    }
+    let trip = "ankusa_sink_breaker_trips_total{source=\"shop\",sink=\"1\"}";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&c, &d, trip).await == 0 {
+        assert!(Instant::now() < deadline, "the breaker did not trip");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+
+    // The gate now holds its next request: acme's one slot is spent there.
+    gate.open.store(false, Ordering::SeqCst);
+    let at_gate = gate.hits.load(Ordering::SeqCst);
+    post(6).await;
+    wait_for(
+        "the gate to hold acme's row",
+        Duration::from_secs(20),
+        || gate.hits.load(Ordering::SeqCst) > at_gate,
+    )
+    .await;
+    let at_hold = flaky.hits.lock().unwrap().len();
+    // Many times the breaker's longest wait: a probe would have gone.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    assert_eq!(
+        flaky.hits.lock().unwrap().len(),
+        at_hold,
+        "a probe went out while acme's cap of 1 was in flight at the gate"
+    );
+
+    // The gate lets go: acme has room, and the probe goes.
+    gate.open.store(true, Ordering::SeqCst);
+    wait_for("the probe", Duration::from_secs(20), || {
+        flaky.hits.lock().unwrap().len() > at_hold
+    })
+    .await;
+    d.stop();
+    store_check(&dir.path().join("store"));
+}
