@@ -159,6 +159,16 @@ pub enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A digest of the store's logical content (every family's keys and
+    /// values; not RocksDB's files, not the replication bookkeeping), so two
+    /// replicas at the same applied index can be compared (docs/cluster.md).
+    Digest {
+        #[command(flatten)]
+        store: StoreArg,
+        /// Print JSON instead of text (stable fields, documented in docs/).
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a realistic store: format 3 through the real transitions, or
     /// format 2 (the previous release's layout) as input for the migration.
     Fixture {

@@ -1,10 +1,10 @@
-//! `ankusa store info|check|fixture|repair|quarantine|backup|restore`.
+//! `ankusa store info|check|digest|fixture|repair|quarantine|backup|restore`.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ankusa_store::{check, fixture, info, Store};
+use ankusa_store::{check, digest, fixture, info, Store};
 use color_eyre::eyre::{Result, WrapErr};
 
 use super::{QuarantineCommand, StoreCommand};
@@ -49,6 +49,28 @@ pub fn run(cmd: StoreCommand) -> Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        StoreCommand::Digest { store, json } => {
+            let s = Store::open_read_only(&store.store)?;
+            let tty = std::io::stderr().is_terminal() && !json;
+            let d = digest::run(&s, |family, n| {
+                if tty {
+                    eprint!("\r\x1b[Kdigesting {family}: {n} keys");
+                    let _ = std::io::stderr().flush();
+                }
+            })?;
+            if tty {
+                eprint!("\r\x1b[K");
+            }
+            if json {
+                print_json(&d)?;
+            } else {
+                println!("{}  {} keys", d.sha256, d.keys);
+                for f in &d.families {
+                    println!("  {:<10} {:>12} keys  {}", f.family, f.keys, f.sha256);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Migrate {
             store,

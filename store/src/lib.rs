@@ -41,6 +41,7 @@ mod codec;
 pub mod counters;
 pub mod damage;
 pub mod dedupe;
+pub mod digest;
 mod due_writes;
 pub mod error;
 pub mod faults;

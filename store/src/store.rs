@@ -520,6 +520,22 @@ impl Store {
         self.fault("commit.after_write")
     }
 
+    /// Visits every key of a family in order, unbounded (a bound in the
+    /// key space would have to guess the longest key).
+    pub(crate) fn scan_family<F>(&self, fam: Family, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>>,
+    {
+        let db = self.db()?;
+        let it = db.raw_iterator_cf_opt(Self::cf_in(&db, fam)?, ReadOptions::default());
+        drive(RocksCursor(it), fam.name(), Dir::Forward, f).map_err(|e| match e {
+            StoreError::Scan { family, message } if crate::damage::is_corruption(&message) => {
+                self.damaged(&db, family, message)
+            }
+            e => e,
+        })
+    }
+
     /// Visits keys in `[lo, hi)` of a family in order until `f` breaks.
     /// Returns an error if the iterator stopped on one.
     pub(crate) fn scan<F>(&self, fam: Family, lo: &[u8], hi: &[u8], dir: Dir, f: F) -> Result<()>
