@@ -111,6 +111,11 @@ pub enum StoreError {
         message: String,
     },
 
+    /// A clustered store's change was not applied ([`crate::replicate`]):
+    /// its outcome is unknown unless the message says no leader took it.
+    #[error("replication: {0}")]
+    Replication(String),
+
     #[error("scan of {family} stopped early: {message}")]
     Scan {
         family: &'static str,

@@ -58,6 +58,7 @@ pub mod policy;
 pub mod quarantine;
 pub mod queries;
 pub mod repair;
+pub mod replicate;
 pub mod rows;
 pub mod schema;
 pub mod sinks;

@@ -107,6 +107,8 @@ pub struct Store {
     /// Tenants whose due rows were written since the dispatcher last asked
     /// ([`crate::due_writes`]); off until [`Store::watch_due_writes`].
     due_writes: crate::due_writes::DueWrites,
+    /// Where commits go on a clustered store ([`crate::replicate`]).
+    pub(crate) replicator: std::sync::OnceLock<Arc<dyn crate::replicate::Replicator>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -260,7 +262,7 @@ impl Store {
         self.generation.load(Ordering::SeqCst)
     }
 
-    fn record_write(&self, result: std::result::Result<(), rocksdb::Error>) -> Result<()> {
+    pub(crate) fn record_write(&self, result: std::result::Result<(), rocksdb::Error>) -> Result<()> {
         let mut fault = self
             .fault
             .lock()
@@ -508,12 +510,23 @@ impl Store {
                 }
             }
         }
-        let mut wo = WriteOptions::default();
-        wo.set_sync(sync);
-        let written = db.write_opt(wb, &wo);
+        let written = match self.replicator.get() {
+            // The entry comes back through `apply`, synced on a majority's
+            // logs, whatever `sync` asked for.
+            Some(r) => {
+                drop(db);
+                r.replicate(wb.data().to_vec())
+                    .map_err(|e| StoreError::Replication(e.to_string()))
+            }
+            None => {
+                let mut wo = WriteOptions::default();
+                wo.set_sync(sync);
+                self.record_write(db.write_opt(wb, &wo))
+            }
+        };
         // After the write, whatever it returned: see `due_writes`.
         self.due_writes.note(&batch.ops);
-        self.record_write(written)?;
+        written?;
         // A write that reached the WAL and was reported failed all the same
         // (RocksDB does that when the sync fails): its rows are there at
         // the next read or open, and the caller must not assume otherwise.

@@ -259,6 +259,7 @@ impl Store {
             faults: crate::faults::Faults::from_env(),
             node: std::sync::OnceLock::new(),
             due_writes: Default::default(),
+            replicator: std::sync::OnceLock::new(),
         }
     }
 }
