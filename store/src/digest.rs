@@ -71,7 +71,7 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<StoreDi
                 h.update((v.len() as u64).to_be_bytes());
                 h.update(v);
                 keys += 1;
-                if keys % 100_000 == 0 {
+                if keys.is_multiple_of(100_000) {
                     progress(fam.name(), keys);
                 }
             }
