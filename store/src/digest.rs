@@ -24,10 +24,6 @@ use crate::keys::meta;
 use crate::schema::Family;
 use crate::store::Store;
 
-/// Meta keys under this prefix belong to the replication of the store,
-/// not to its content.
-pub const REPLICATION_PREFIX: &[u8] = b"m:raft:";
-
 /// One family's part of a [`StoreDigest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FamilyDigest {
@@ -51,7 +47,7 @@ pub struct StoreDigest {
 
 /// Whether a key of `fam` is left out of the digest (see the module doc).
 pub fn excluded(fam: Family, key: &[u8]) -> bool {
-    fam == Family::Meta && (key == meta::PROBE || key.starts_with(REPLICATION_PREFIX))
+    fam == Family::Meta && (key == meta::PROBE || key.starts_with(meta::REPLICATION_PREFIX))
 }
 
 /// Digests every family of `store`, calling `progress(family, keys so far)`

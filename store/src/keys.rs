@@ -53,6 +53,9 @@ pub mod meta {
     /// ([`crate::sinks::waiting`]): put when a store is created, or by the
     /// first recount on a store an earlier release wrote.
     pub const WAITING_COUNTED: &[u8] = b"m:waiting_counted";
+    /// Keys under this prefix record where a replica is in the replicated
+    /// log ([`crate::replicate`]), not what the store holds.
+    pub const REPLICATION_PREFIX: &[u8] = b"m:raft:";
 }
 
 /// The active-index bucket of a due time: whole seconds since the epoch.

@@ -262,7 +262,10 @@ impl Store {
         self.generation.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn record_write(&self, result: std::result::Result<(), rocksdb::Error>) -> Result<()> {
+    pub(crate) fn record_write(
+        &self,
+        result: std::result::Result<(), rocksdb::Error>,
+    ) -> Result<()> {
         let mut fault = self
             .fault
             .lock()
@@ -299,6 +302,58 @@ impl Store {
         }
     }
 
+    /// Routes every later [`Store::commit`] through `r`
+    /// ([`crate::replicate`]). Installed once,
+    /// before anything writes; a store without one writes directly.
+    pub fn set_replicator(&self, r: Arc<dyn crate::replicate::Replicator>) -> Result<()> {
+        self.require_writable()?;
+        self.replicator
+            .set(r)
+            .map_err(|_| StoreError::Invalid("a replicator is already installed".into()))
+    }
+
+    /// Whether commits go through a replicator.
+    pub fn is_replicated(&self) -> bool {
+        self.replicator.get().is_some()
+    }
+
+    /// Applies one committed entry: `entry`'s bytes (absent for an entry
+    /// that changes no content, such as a membership change) and the
+    /// replication bookkeeping `marks` (keys under `m:raft:`), in one
+    /// write, not synced: the log holds the entry durably, and the marks
+    /// say how far this store got.
+    pub fn apply(&self, entry: Option<&[u8]>, marks: &[(&[u8], &[u8])]) -> Result<()> {
+        self.require_writable()?;
+        let db = self.db()?;
+        let mut wb = match entry {
+            Some(bytes) => WriteBatch::from_data(bytes),
+            None => WriteBatch::default(),
+        };
+        let meta = Self::cf_in(&db, Family::Meta)?;
+        for (k, v) in marks {
+            if !k.starts_with(meta::REPLICATION_PREFIX) {
+                return Err(StoreError::Invalid(format!(
+                    "replication bookkeeping must be under m:raft:, not {}",
+                    String::from_utf8_lossy(k)
+                )));
+            }
+            wb.put_cf(meta, k, v);
+        }
+        let written = db.write_opt(wb, &WriteOptions::default());
+        self.record_write(written)
+    }
+
+    /// A replication bookkeeping value (a key under `m:raft:`).
+    pub fn replication_mark(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if !key.starts_with(meta::REPLICATION_PREFIX) {
+            return Err(StoreError::Invalid(format!(
+                "replication bookkeeping is under m:raft:, not {}",
+                String::from_utf8_lossy(key)
+            )));
+        }
+        self.get(Family::Meta, key)
+    }
+
     /// Writes and syncs an empty change (a key put and deleted in one
     /// batch): whether the store takes synced writes now. Clears the fault
     /// when it does.
@@ -323,6 +378,46 @@ impl Store {
     /// again. Primary opens only.
     pub fn reopen(&self, wait: Duration) -> Result<()> {
         self.require_writable()?;
+        self.close_handle(wait)?;
+        self.open_handle()?;
+        tracing::warn!(path = %self.path.display(), "reopened the store");
+        Ok(())
+    }
+
+    /// Replaces the store's whole content with the store directory `from`
+    /// (a snapshot from another replica, unpacked: docs/cluster.md), in
+    /// place: the handle closes as for [`Store::reopen`], `from` is renamed
+    /// into the store's path and the old directory is deleted. `from` must
+    /// be on the store's filesystem. If the open fails the handle stays
+    /// closed.
+    pub fn replace_with(&self, from: &Path, wait: Duration) -> Result<()> {
+        self.require_writable()?;
+        let aside = self.path.with_extension("replaced");
+        let io = |path: &Path, source: std::io::Error| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if aside.exists() {
+            std::fs::remove_dir_all(&aside).map_err(|e| io(&aside, e))?;
+        }
+        self.close_handle(wait)?;
+        std::fs::rename(&self.path, &aside).map_err(|e| io(&self.path, e))?;
+        if let Err(e) = std::fs::rename(from, &self.path) {
+            // Put the old store back rather than leave none.
+            std::fs::rename(&aside, &self.path).map_err(|e| io(&aside, e))?;
+            self.open_handle()?;
+            return Err(io(from, e));
+        }
+        self.open_handle()?;
+        std::fs::remove_dir_all(&aside).map_err(|e| io(&aside, e))?;
+        tracing::warn!(path = %self.path.display(), "replaced the store's content");
+        Ok(())
+    }
+
+    /// Takes the RocksDB handle away and closes it, waiting up to `wait`
+    /// for the operations in progress to let go of it; meanwhile new ones
+    /// fail with [`StoreError::Reopening`].
+    fn close_handle(&self, wait: Duration) -> Result<()> {
         let old = self
             .db
             .write()
@@ -343,9 +438,13 @@ impl Store {
                 std::thread::sleep(Duration::from_millis(5));
             }
             // The only handle left: dropping it closes the database and
-            // releases its lock, which the open below takes again.
+            // releases its lock, which the next open takes again.
             drop(old);
         }
+        Ok(())
+    }
+
+    fn open_handle(&self) -> Result<()> {
         let db = Self::open_raw(&self.path, Mode::Primary, &self.budget)?;
         Self::check_families(&db)?;
         *self
@@ -353,7 +452,6 @@ impl Store {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
         self.generation.fetch_add(1, Ordering::SeqCst);
-        tracing::warn!(path = %self.path.display(), "reopened the store");
         Ok(())
     }
 

@@ -11,6 +11,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("ankusa-store", 1),
     ("ankusa-fairness", 1),
     ("ankusa-ops", 2),
+    ("ankusa-cluster", 2),
     ("ankusa-daemon", 3),
     ("ankusa-ui", 3),
     ("ankusa", 4),

@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex, Weak};
 use super::*;
 use crate::batch::Batch;
 use crate::digest;
+use crate::error::StoreError;
 use crate::fixture::{self, FixtureSpec};
+use crate::schema::Family;
+use crate::Store;
 
 const APPLIED: &[u8] = b"m:raft:applied";
 
@@ -63,7 +66,7 @@ fn a_follower_that_applies_every_entry_holds_the_leaders_store() {
     )
     .unwrap();
     let entries = mirror.index.load(Ordering::SeqCst);
-    assert!(entries > 10, "{entries} entries");
+    assert!(entries >= 3, "{entries} entries");
     let (l, f) = (
         digest::run(&leader, |_, _| {}).unwrap(),
         digest::run(&follower, |_, _| {}).unwrap(),
@@ -104,7 +107,9 @@ fn bookkeeping_is_only_under_its_prefix_and_a_replicator_is_installed_once() {
     assert!(leader.set_replicator(mirror).is_err());
     // A content-free entry moves only the mark.
     let before = digest::run(&leader, |_, _| {}).unwrap();
-    leader.apply(None, &[(APPLIED, &7u64.to_be_bytes())]).unwrap();
+    leader
+        .apply(None, &[(APPLIED, &7u64.to_be_bytes())])
+        .unwrap();
     assert_eq!(digest::run(&leader, |_, _| {}).unwrap(), before);
     assert_eq!(
         leader.replication_mark(APPLIED).unwrap(),
