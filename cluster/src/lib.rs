@@ -16,11 +16,14 @@
 #![allow(clippy::result_large_err)]
 
 pub mod log_store;
+pub mod member;
+pub mod network;
 pub mod snapshot_file;
 pub mod state_machine;
 pub mod types;
 
 pub use log_store::LogStore;
+pub use member::{ClusterError, Member, MemberConfig, Timing};
 pub use state_machine::StoreMachine;
 pub use types::{Change, MemberId, TypeConfig};
 
