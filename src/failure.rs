@@ -153,7 +153,8 @@ fn kind_of(e: &(dyn StdError + 'static)) -> Option<Exit> {
             | DaemonError::OpenFiles(_)
             | DaemonError::Client(_)
             | DaemonError::Server(_)
-            | DaemonError::Writer => None,
+            | DaemonError::Writer
+            | DaemonError::Cluster(_) => None,
         };
     }
     if e.is::<ConfigError>() {

@@ -172,6 +172,34 @@ impl Member {
         self.metrics().state == ServerState::Leader
     }
 
+    /// Resolves once this member leads and has applied every entry
+    /// committed before its term, so its store holds everything any
+    /// earlier leader acknowledged. `false` if the node stopped.
+    pub async fn leading(&self) -> bool {
+        let mut m = self.raft.metrics();
+        loop {
+            if m.wait_for(|m| m.state == ServerState::Leader)
+                .await
+                .is_err()
+            {
+                return false;
+            }
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => return true,
+                Err(e) => {
+                    tracing::info!(error = %e, "elected, but not leading after all");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// Resolves once this member no longer leads.
+    pub async fn lead_lost(&self) {
+        let mut m = self.raft.metrics();
+        let _ = m.wait_for(|m| m.state != ServerState::Leader).await;
+    }
+
     /// Stops the Raft node; the store is then written by nothing.
     pub async fn shutdown(&self) -> Result<(), ClusterError> {
         self.raft
@@ -196,7 +224,11 @@ impl std::fmt::Debug for RaftReplicator {
 
 impl Replicator for RaftReplicator {
     fn replicate(&self, entry: Vec<u8>) -> Result<(), ReplicateError> {
-        match self.rt.block_on(self.raft.client_write(Change(entry))) {
+        // From a blocking thread this just waits; from a runtime worker,
+        // block_in_place first hands the worker's other tasks away.
+        let written =
+            tokio::task::block_in_place(|| self.rt.block_on(self.raft.client_write(Change(entry))));
+        match written {
             Ok(_) => Ok(()),
             Err(e) => match e.forward_to_leader() {
                 // Not proposed here, or proposed and then truncated by a

@@ -20,6 +20,7 @@
 //! keys and the checked form).
 
 mod bounded;
+mod cluster;
 mod file;
 mod secrets;
 mod settings;
@@ -29,6 +30,7 @@ use secrets::rotated;
 use settings::to_usize;
 
 pub use bounded::{Dur, Int, Ratio, Secret};
+pub use cluster::{ClusterSection, ClusterSettings};
 pub use file::{
     AdminSection, ArchiveSection, BreakerSection, Config, DispatchSection, SinkConfig, SourceConfig,
 };

@@ -96,6 +96,9 @@ pub enum DaemonError {
     /// The writer thread panicked.
     #[error("the writer thread failed")]
     Writer,
+    /// This member of a cluster could not start or stopped (docs/cluster.md).
+    #[error("cluster member: {0}")]
+    Cluster(#[from] ankusa_cluster::ClusterError),
 }
 
 impl DaemonError {

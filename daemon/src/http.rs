@@ -21,6 +21,9 @@ pub fn router(state: Arc<AppState>, largest_body: usize, metrics: bool) -> Route
             post(batch::ingest_batch).layer(DefaultBodyLimit::max(batch::MAX_BATCH_BYTES)),
         )
         .route("/healthz", get(ingest::healthz))
+        // The daemon serves this router only where it writes: a single
+        // node, or a cluster's leader (a follower answers 503: `cluster`).
+        .route("/healthz/leader", get(|| async { "leader\n" }))
         .route("/livez", get(ingest::livez));
     if metrics {
         r = r.route("/metrics", get(ingest::render_metrics));

@@ -61,6 +61,7 @@ mod archive;
 mod batch;
 mod breaker;
 mod clock;
+mod cluster;
 mod config;
 mod delivery;
 mod dispatch;
@@ -154,6 +155,9 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
         .thread_name("ankusa")
         .build()
         .map_err(DaemonError::io("cannot start the async runtime"))?;
+    if settings.cluster.is_some() {
+        return rt.block_on(cluster::run(settings, Arc::new(SystemClock)));
+    }
     rt.block_on(async move {
         let daemon = Daemon::boot(settings, Arc::new(SystemClock))?;
         let listener = daemon.bind().await?;
@@ -196,7 +200,7 @@ fn claim_node(store: &Store, settings: &Settings) -> Result<ankusa_store::NodeId
 
 /// A future that resolves on SIGTERM or SIGINT. Installed before the daemon
 /// says it is listening, so a signal sent right after is never missed.
-fn shutdown_signal() -> Result<impl Future<Output = ()>> {
+pub(crate) fn shutdown_signal() -> Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
         signal(SignalKind::terminate()).map_err(DaemonError::io("cannot handle SIGTERM"))?;
@@ -238,8 +242,14 @@ pub struct Daemon {
 
 impl Daemon {
     /// Opens the store, recovers inflight rows and readies the writer.
-    pub fn boot(mut settings: Settings, clock: SharedClock) -> Result<Daemon> {
+    pub fn boot(settings: Settings, clock: SharedClock) -> Result<Daemon> {
         let store = Arc::new(open_store(&settings.store_path, settings.store_cache)?);
+        Self::boot_on(settings, clock, store)
+    }
+
+    /// [`Daemon::boot`] on a store already open: a cluster member's, whose
+    /// commits go through the replicated log (`cluster`).
+    fn boot_on(mut settings: Settings, clock: SharedClock, store: Arc<Store>) -> Result<Daemon> {
         let node = claim_node(&store, &settings)?;
         tracing::info!(node = %node.id, since_seq = node.since_seq, "node identity");
         let now = clock.now_ms();
@@ -637,7 +647,7 @@ impl Daemon {
 }
 
 /// The one line scripts and tests wait for, on stdout.
-fn announce_listening(addr: SocketAddr, store: &Path) {
+pub(crate) fn announce_listening(addr: SocketAddr, store: &Path) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
@@ -650,7 +660,7 @@ fn announce_listening(addr: SocketAddr, store: &Path) {
 
 /// Opens (or creates) the store as its one writer, RocksDB's memory within
 /// `cache` bytes, with errors that say what to do.
-fn open_store(path: &Path, cache: usize) -> Result<Store> {
+pub(crate) fn open_store(path: &Path, cache: usize) -> Result<Store> {
     match Store::create_or_open_within(path, ankusa_store::MemoryBudget::new(cache)) {
         Ok(s) => Ok(s),
         Err(StoreError::Locked { .. }) => {

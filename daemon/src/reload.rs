@@ -233,6 +233,8 @@ fn restart_needed(old: &Settings, new: &Settings) -> Vec<String> {
         ("[ingest]", key(|s| writer_tables(s).1)),
         ("[dispatch]", key(|s| format!("{:?}", s.dispatch))),
         ("[archive]", key(|s| format!("{:?}", s.archive))),
+        // Its secret's Debug form is redacted.
+        ("[cluster]", key(|s| format!("{:?}", s.cluster))),
     ];
     for (k, (a, b)) in sections {
         if a != b {

@@ -36,6 +36,8 @@ pub struct Config {
     pub archive: Option<Spanned<ArchiveSection>>,
     #[serde(default)]
     pub sources: Vec<Spanned<SourceConfig>>,
+    /// Spanned so its cross-key errors name its line.
+    pub cluster: Option<Spanned<super::ClusterSection>>,
 }
 
 /// `[dispatch]`: the tick loop, its concurrency bounds and the reclaim task.

@@ -293,6 +293,8 @@ pub struct Settings {
     /// `[tenants]` weight, share, cap and rate: what a tenant without a
     /// policy of its own gets (live: a reload changes them).
     pub tenant_defaults: ankusa_store::policy::Policy,
+    /// `[cluster]`: this node is a member of a replicated cluster.
+    pub cluster: Option<super::ClusterSettings>,
 }
 
 impl Settings {
@@ -360,6 +362,13 @@ impl Settings {
                 ));
             }
         };
+        let cluster = match &cfg.cluster {
+            Some(c) => Some(
+                super::cluster::check(c.get_ref(), &store_path, base)
+                    .map_err(|m| err(c.span(), format!("[cluster] {m}")))?,
+            ),
+            None => None,
+        };
         let w = cfg.writer;
         let dispatch = cfg.dispatch.settings();
         let tenant_defaults = cfg.tenants.defaults();
@@ -396,6 +405,7 @@ impl Settings {
             admin,
             sources,
             tenant_defaults,
+            cluster,
         })
     }
 }

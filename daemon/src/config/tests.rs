@@ -369,3 +369,44 @@ fn a_source_needs_a_sink_and_a_valid_tenant() {
     let e = parse(&text).unwrap_err().to_string();
     assert!(e.contains("sources.tenant") && e.contains("empty"), "{e}");
 }
+
+fn with_cluster(table: &str) -> Result<Settings, ConfigError> {
+    parse(&format!("{MINIMAL}\n[cluster]\n{table}"))
+}
+
+const PEERS: &str = r#"peers = [{ id = 1, addr = "127.0.0.1:7101" }, { id = 2, addr = "127.0.0.1:7102" }, { id = 3, addr = "127.0.0.1:7103" }]"#;
+
+#[test]
+fn a_cluster_table_is_read_with_its_defaults_beside_the_store() {
+    assert!(parse(MINIMAL).unwrap().cluster.is_none());
+    let s = with_cluster(&format!(
+        "id = 2\nlisten = \"127.0.0.1:7102\"\n{PEERS}\nsecret = \"0123456789abcdef\"\n"
+    ))
+    .unwrap();
+    let c = s.cluster.unwrap();
+    assert_eq!((c.id, c.peers.len()), (2, 3));
+    assert_eq!(c.log, PathBuf::from("/etc/ankusa/data.raft"));
+    assert_eq!(c.snapshots, PathBuf::from("/etc/ankusa/data.snapshots"));
+    assert_eq!(c.heartbeat, Duration::from_millis(250));
+    assert_eq!(c.election_timeout, Duration::from_secs(1));
+    assert!(
+        !format!("{c:?}").contains("0123456789abcdef"),
+        "the secret stays out of Debug"
+    );
+}
+
+#[test]
+fn a_cluster_table_that_cannot_work_is_refused_naming_why() {
+    let cases = [
+        (format!("id = 4\nlisten = \"127.0.0.1:7104\"\n{PEERS}\nsecret = \"0123456789abcdef\"\n"), "not among peers"),
+        (format!("id = 1\nlisten = \"127.0.0.1:7101\"\n{PEERS}\nsecret = \"short\"\n"), "at least 16"),
+        ("id = 1\nlisten = \"127.0.0.1:7101\"\npeers = [{ id = 1, addr = \"127.0.0.1:7101\" }, { id = 1, addr = \"127.0.0.1:7102\" }]\nsecret = \"0123456789abcdef\"\n".to_string(), "twice"),
+        (format!("id = 1\nlisten = \"127.0.0.1:7101\"\n{PEERS}\nsecret = \"0123456789abcdef\"\nheartbeat = \"500ms\"\nelection_timeout = \"1s\"\n"), "more than twice heartbeat"),
+        (format!("id = 1\nlisten = \"127.0.0.1:7101\"\n{PEERS}\nsecret = \"0123456789abcdef\"\nvoters = 3\n"), "unknown field"),
+    ];
+    for (table, want) in cases {
+        let e = with_cluster(&table).unwrap_err().to_string();
+        assert!(e.contains(want), "{want:?} not in {e}");
+        assert!(e.contains("ankusa.toml"), "{e}");
+    }
+}
