@@ -98,7 +98,15 @@ pub enum DaemonError {
     Writer,
     /// This member of a cluster could not start or stopped (docs/cluster.md).
     #[error("cluster member: {0}")]
-    Cluster(#[from] ankusa_cluster::ClusterError),
+    Cluster(Box<ankusa_cluster::ClusterError>),
+}
+
+impl From<ankusa_cluster::ClusterError> for DaemonError {
+    fn from(e: ankusa_cluster::ClusterError) -> Self {
+        // Boxed: every daemon result carries this enum, and a member's
+        // error is the largest by far.
+        DaemonError::Cluster(Box::new(e))
+    }
 }
 
 impl DaemonError {
