@@ -84,11 +84,15 @@ pub(crate) async fn run(settings: Settings, clock: SharedClock) -> Result<ExitCo
         "cluster member started"
     );
     let mut code = ExitCode::SUCCESS;
+    // The port the first bind got (`http.listen` may name port 0): the
+    // follower's and the leader's listeners take turns on it.
+    let mut listen = settings.listen;
     let mut announced = false;
     loop {
-        let listener = bind(&settings).await?;
+        let listener = bind(&settings, listen).await?;
         if !announced {
             if let Ok(a) = listener.local_addr() {
+                listen = a;
                 crate::announce_listening(a, &settings.store_path);
             }
             announced = true;
@@ -116,7 +120,7 @@ pub(crate) async fn run(settings: Settings, clock: SharedClock) -> Result<ExitCo
             Err(e) => return Err(DaemonError::Server(e)),
         };
         daemon.quiet();
-        let listener = bind(&settings).await?;
+        let listener = bind(&settings, listen).await?;
         code = daemon
             .serve(listener, lead_lost(member.clone(), stop_rx.clone()))
             .await?;
@@ -149,8 +153,7 @@ fn member_config(c: &ClusterSettings) -> MemberConfig {
     }
 }
 
-async fn bind(settings: &Settings) -> Result<TcpListener> {
-    let addr: SocketAddr = settings.listen;
+async fn bind(settings: &Settings, addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .map_err(DaemonError::io(format!(

@@ -17,6 +17,7 @@ mod chaos;
 mod cli_migrate;
 mod cli_mistakes;
 mod cli_store;
+mod cluster;
 mod common;
 mod console_pty;
 mod console_sinks;
