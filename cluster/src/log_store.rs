@@ -12,7 +12,9 @@
 //!   held by a member only once that member's disk has it, so `202` means
 //!   fsynced on a majority (docs/cluster.md).
 //! - The log has no holes: entries are appended after the last, truncated
-//!   from an index to the end, purged from the start to an index.
+//!   from an index to the end, purged from the start to an index; and a
+//!   read returns only the run that starts where it was asked to, so no
+//!   reader ever sees one.
 //! - The last purged log id is written before the entries it covers are
 //!   deleted, in the same write.
 //! - RocksDB's calls block: they run on tokio's blocking threads, never on
@@ -131,7 +133,59 @@ impl LogStore {
     }
 }
 
+#[cfg(test)]
+impl LogStore {
+    /// Writes entries as `append` does, without its callback.
+    pub(crate) fn write_entries(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(), StorageError> {
+        let cf = Self::cf(&self.db, LOG)?;
+        let mut wb = WriteBatch::default();
+        for e in entries {
+            let v = encode(&e).map_err(|x| StorageIOError::write_logs(io_err(x)))?;
+            wb.put_cf(cf, key(e.log_id.index), v);
+        }
+        self.db
+            .write_opt(wb, &Self::synced())
+            .map_err(|e| StorageIOError::write_logs(io_err(e)).into())
+    }
+}
+
+impl LogStore {
+    /// The entries in `[start, end)`; with `from_start`, only the run that
+    /// starts at `start` and has no hole.
+    async fn read(
+        &self,
+        start: u64,
+        end: Option<u64>,
+        from_start: bool,
+    ) -> Result<Vec<Entry>, StorageError> {
+        self.blocking(move |db| {
+            let cf = Self::cf(db, LOG)?;
+            let mut out = Vec::new();
+            let it = db.iterator_cf(cf, IteratorMode::From(&key(start), Direction::Forward));
+            for item in it {
+                let (k, v) = item.map_err(|e| StorageIOError::read_logs(io_err(e)))?;
+                let index = <[u8; 8]>::try_from(&k[..])
+                    .map(u64::from_be_bytes)
+                    .map_err(|e| StorageIOError::read_logs(io_err(e)))?;
+                if end.is_some_and(|end| index >= end)
+                    || (from_start && index != start + out.len() as u64)
+                {
+                    break;
+                }
+                out.push(decode(&v).map_err(|e| StorageIOError::read_logs(io_err(e)))?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
+    /// What the range holds: openraft reads from below the first entry and
+    /// expects what is there.
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
@@ -146,23 +200,19 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(i) => Some(*i),
             Bound::Unbounded => None,
         };
-        self.blocking(move |db| {
-            let cf = Self::cf(db, LOG)?;
-            let mut out = Vec::new();
-            let it = db.iterator_cf(cf, IteratorMode::From(&key(start), Direction::Forward));
-            for item in it {
-                let (k, v) = item.map_err(|e| StorageIOError::read_logs(io_err(e)))?;
-                let index = <[u8; 8]>::try_from(&k[..])
-                    .map(u64::from_be_bytes)
-                    .map_err(|e| StorageIOError::read_logs(io_err(e)))?;
-                if end.is_some_and(|end| index >= end) {
-                    break;
-                }
-                out.push(decode(&v).map_err(|e| StorageIOError::read_logs(io_err(e)))?);
-            }
-            Ok(out)
-        })
-        .await
+        self.read(start, end, false).await
+    }
+
+    /// Only the run that starts at `start`: openraft's replication sends
+    /// what this returns as the entries right after `start - 1`. Entries
+    /// purged while the read ran would otherwise go out under the wrong
+    /// indexes, and a follower would apply a log with a hole in it.
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry>, StorageError> {
+        self.read(start, Some(end), true).await
     }
 }
 
