@@ -100,9 +100,10 @@ impl std::fmt::Debug for Member {
 
 impl Member {
     /// Starts the member's Raft node over `store` and installs the store's
-    /// replicator. At the first boot of a member (an empty log) it forms
-    /// the group with the listed voters: every listed member proposes the
-    /// same membership at the same index, so one list forms one cluster.
+    /// replicator. At the first boot of the group (an empty log, and no
+    /// peer that answers as formed) it forms the group with the listed
+    /// voters: every listed member proposes the same membership at the same
+    /// index, so one list forms one cluster.
     pub async fn start(cfg: MemberConfig, store: Arc<Store>) -> Result<Member, ClusterError> {
         let log = LogStore::open(&cfg.log).map_err(|source| ClusterError::Log {
             path: cfg.log.clone(),
@@ -128,14 +129,33 @@ impl Member {
             ..Default::default()
         }
         .validate()?;
-        let raft = Raft::new(cfg.id, Arc::new(config), Peers::new(&cfg.secret)?, log, sm)
+        let peers = Peers::new(&cfg.secret)?;
+        let raft = Raft::new(cfg.id, Arc::new(config), peers.clone(), log, sm)
             .await
             .map_err(|e| ClusterError::Raft(e.to_string()))?;
         let initialized = raft
             .is_initialized()
             .await
             .map_err(|e| ClusterError::Raft(e.to_string()))?;
+        // A member with an empty log forms the group only if no peer has:
+        // one whose disk was lost must be caught up by the group, not
+        // write the group's first entry again (the leader would take that
+        // entry for a match and never send it the snapshot it needs).
+        let mut joined = false;
         if !initialized {
+            for (id, addr) in cfg.peers.iter().filter(|(id, _)| **id != cfg.id) {
+                if peers.formed(addr).await == Some(true) {
+                    tracing::warn!(
+                        member = cfg.id,
+                        peer = id,
+                        "empty log, and the group is formed: waiting to be caught up (a snapshot, then the log)"
+                    );
+                    joined = true;
+                    break;
+                }
+            }
+        }
+        if !initialized && !joined {
             let voters: BTreeMap<MemberId, BasicNode> = cfg
                 .peers
                 .iter()

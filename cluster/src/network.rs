@@ -52,6 +52,25 @@ impl Peers {
     }
 }
 
+impl Peers {
+    /// Whether the member at `addr` belongs to a formed group; `None` when
+    /// it does not answer (down, or another secret).
+    pub async fn formed(&self, addr: &str) -> Option<bool> {
+        let r = self
+            .http
+            .post(format!("http://{addr}/raft/formed"))
+            .header(SECRET_HEADER, &*self.secret)
+            .timeout(std::time::Duration::from_millis(1_000))
+            .send()
+            .await
+            .ok()?;
+        if r.status() != StatusCode::OK {
+            return None;
+        }
+        postcard::from_bytes(&r.bytes().await.ok()?).ok()
+    }
+}
+
 /// One peer, as openraft's network sees it.
 pub struct Peer {
     peers: Peers,
@@ -195,6 +214,16 @@ async fn snapshot(
     answer(&s.raft.install_snapshot(read(&body)?).await)
 }
 
+async fn formed(State(s): State<Serving>, h: HeaderMap) -> Result<Vec<u8>, StatusCode> {
+    s.admit(&h)?;
+    let formed = s
+        .raft
+        .is_initialized()
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    answer(&formed)
+}
+
 /// The peer routes of a member, under `/raft/`. An append carries whole
 /// store commits, so the body limit is the largest entry batch's.
 pub fn routes(raft: Raft<TypeConfig>, secret: &str, max_body: usize) -> axum::Router {
@@ -202,6 +231,7 @@ pub fn routes(raft: Raft<TypeConfig>, secret: &str, max_body: usize) -> axum::Ro
         .route("/raft/append", post(append))
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
+        .route("/raft/formed", post(formed))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(Serving {
             raft,
