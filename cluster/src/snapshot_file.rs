@@ -56,11 +56,6 @@ pub fn pack(dir: &Path, out: &Path) -> io::Result<u64> {
     f.metadata().map(|m| m.len())
 }
 
-/// Unpacks the archive at `from` into the new directory `dir`.
-pub fn unpack(from: &Path, dir: &Path) -> io::Result<()> {
-    unpack_from(File::open(from)?, dir)
-}
-
 /// Unpacks the archive read from `src` into the new directory `dir`, every
 /// file and the directory synced.
 pub fn unpack_from(src: impl Read, dir: &Path) -> io::Result<()> {
@@ -116,7 +111,7 @@ mod tests {
         let a = t.path().join("a.snap");
         pack(&src, &a).unwrap();
         let dst = t.path().join("dst");
-        unpack(&a, &dst).unwrap();
+        unpack_from(File::open(&a).unwrap(), &dst).unwrap();
         for n in ["CURRENT", "000001.sst", "empty"] {
             assert_eq!(
                 std::fs::read(src.join(n)).unwrap(),
@@ -151,7 +146,7 @@ mod tests {
             let p = t.path().join(format!("bad{i}"));
             std::fs::write(&p, bytes).unwrap();
             assert!(
-                unpack(&p, &t.path().join(format!("out{i}"))).is_err(),
+                unpack_from(File::open(&p).unwrap(), &t.path().join(format!("out{i}"))).is_err(),
                 "{what}"
             );
         }

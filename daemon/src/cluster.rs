@@ -40,12 +40,11 @@ use crate::Result;
 const PEER_BODY: usize = 512 << 20;
 
 /// Runs this member until SIGTERM or SIGINT.
-pub(crate) async fn run(settings: Settings, clock: SharedClock) -> Result<ExitCode> {
-    let Some(c) = settings.cluster.clone() else {
-        return Err(DaemonError::OpenFiles(
-            "cluster::run without [cluster]".into(),
-        ));
-    };
+pub(crate) async fn run(
+    settings: Settings,
+    c: ClusterSettings,
+    clock: SharedClock,
+) -> Result<ExitCode> {
     let store = Arc::new(crate::open_store(
         &settings.store_path,
         settings.store_cache,

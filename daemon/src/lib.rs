@@ -155,8 +155,8 @@ pub fn run(config: Option<PathBuf>) -> Result<ExitCode> {
         .thread_name("ankusa")
         .build()
         .map_err(DaemonError::io("cannot start the async runtime"))?;
-    if settings.cluster.is_some() {
-        return rt.block_on(cluster::run(settings, Arc::new(SystemClock)));
+    if let Some(c) = settings.cluster.clone() {
+        return rt.block_on(cluster::run(settings, c, Arc::new(SystemClock)));
     }
     rt.block_on(async move {
         let daemon = Daemon::boot(settings, Arc::new(SystemClock))?;

@@ -21,6 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::error::Result;
 use crate::keys::meta;
+use crate::quarantine::to_hex;
 use crate::schema::Family;
 use crate::store::Store;
 
@@ -81,21 +82,13 @@ pub fn run(store: &Store, mut progress: impl FnMut(&str, u64)) -> Result<StoreDi
         families.push(FamilyDigest {
             family: fam.name(),
             keys,
-            sha256: hex(&sum),
+            sha256: to_hex(&sum),
         });
     }
     Ok(StoreDigest {
-        sha256: hex(&all.finalize()),
+        sha256: to_hex(&all.finalize()),
         keys: total,
         families,
-    })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
     })
 }
 

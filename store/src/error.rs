@@ -114,7 +114,7 @@ pub enum StoreError {
     /// A clustered store's change was not applied ([`crate::replicate`]):
     /// its outcome is unknown unless the message says no leader took it.
     #[error("replication: {0}")]
-    Replication(String),
+    Replication(#[from] crate::replicate::ReplicateError),
 
     #[error("scan of {family} stopped early: {message}")]
     Scan {

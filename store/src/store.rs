@@ -613,8 +613,7 @@ impl Store {
             // logs, whatever `sync` asked for.
             Some(r) => {
                 drop(db);
-                r.replicate(wb.data().to_vec())
-                    .map_err(|e| StoreError::Replication(e.to_string()))
+                r.replicate(wb.data().to_vec()).map_err(StoreError::from)
             }
             None => {
                 let mut wo = WriteOptions::default();

@@ -196,7 +196,10 @@ async fn three_members_replicate_fail_over_and_rebuild_a_lost_disk() {
     .unwrap()
     .unwrap_err();
     assert!(
-        matches!(&e, StoreError::Replication(m) if m.contains("not the leader")),
+        matches!(
+            &e,
+            StoreError::Replication(ankusa_store::replicate::ReplicateError::NotLeader { .. })
+        ),
         "{e}"
     );
     let before = converged(&leader, &refs).await;

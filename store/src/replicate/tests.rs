@@ -93,7 +93,10 @@ fn a_change_the_log_refused_is_nowhere() {
     let mut b = Batch::new();
     b.put(Family::Audit, b"two".to_vec(), b"2".to_vec());
     let e = leader.commit(b, true).unwrap_err();
-    assert!(matches!(e, StoreError::Replication(_)), "{e}");
+    assert!(
+        matches!(e, StoreError::Replication(ReplicateError::NotLeader { .. })),
+        "{e}"
+    );
     assert_eq!(digest::run(&leader, |_, _| {}).unwrap(), before);
     assert_eq!(digest::run(&follower, |_, _| {}).unwrap(), before);
 }
